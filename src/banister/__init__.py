@@ -1,0 +1,25 @@
+"""banister: structured generation for language models.
+
+Compile a regex, a list of choices (and, through the grammar front ends, JSON Schemas and grammars)
+once against the model's vocabulary, then drive any decoding loop with one cheap Matcher per request.
+"""
+
+from banister.compiler import CompiledGrammar, Compiler
+from banister.errors import BanisterError, LimitError, RegexError, VocabularyError
+from banister.mask.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from banister.matcher import Matcher
+from banister.vocab import Vocabulary
+
+__all__ = [
+    "BanisterError",
+    "CompiledGrammar",
+    "Compiler",
+    "LimitError",
+    "Matcher",
+    "RegexError",
+    "Vocabulary",
+    "VocabularyError",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+]
+__version__ = "0.1.0"

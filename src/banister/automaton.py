@@ -1,0 +1,109 @@
+"""What a Matcher drives: a token-level automaton over a vocabulary.
+
+Every kind of specification (regex, choice, and the grammars built on lexemes) compiles to an object
+with this interface. States are immutable values, so a matcher keeps its history as a plain list and
+rollback is a pop. The allowed-token mask of a state is computed once, by a compiled walk of the token
+trie, and cached on the automaton (shared by every matcher of the compiled grammar).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Hashable, Protocol
+
+import numpy as np
+
+from banister.mask.bitmask import bitmask_words
+from banister.mask.kernels import dfa_token_walk
+from banister.regex import DEAD, RegexDFA
+from banister.vocab import Vocabulary
+
+
+class TokenAutomaton(Protocol):
+    """The interface every compiled specification offers the Matcher."""
+
+    vocab: Vocabulary
+    initial: Hashable
+
+    def advance(self, state: Hashable, data: bytes) -> Hashable | None:
+        """The state after ``data``, or ``None`` when no continuation can complete a match."""
+
+    def is_accepting(self, state: Hashable) -> bool:
+        """Whether the text so far is a complete match (EOS allowed)."""
+
+    def is_final(self, state: Hashable) -> bool:
+        """Whether the match is complete and nothing more can follow."""
+
+    def token_mask(self, state: Hashable) -> np.ndarray:
+        """uint32 words with the bits of the matchable tokens allowed next (EOS not included).
+
+        The array is cached and shared: callers copy it, never write to it.
+        """
+
+    def forced_bytes(self, state: Hashable) -> bytes:
+        """Bytes that every valid continuation starts with (``b""`` when there is a choice)."""
+
+
+class RegexAutomaton:
+    """A byte-level DFA lifted to tokens: a token is allowed when its bytes keep the DFA alive.
+
+    The DFA is materialised from its start state here, at compile time: a pattern that blows the
+    state limit fails now rather than mid-generation, and afterwards the automaton never changes, so
+    matchers on many threads can share it.
+    """
+
+    def __init__(self, dfa: RegexDFA, vocab: Vocabulary) -> None:
+        dfa.expand_from(dfa.start)
+        self.dfa = dfa
+        self.vocab = vocab
+        self.initial: int = dfa.start
+        self._masks: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def advance(self, state: int, data: bytes) -> int | None:
+        nxt = self.dfa.walk(state, data)
+        return None if nxt == DEAD else nxt
+
+    def is_accepting(self, state: int) -> bool:
+        return self.dfa.is_accepting(state)
+
+    def is_final(self, state: int) -> bool:
+        return self.dfa.is_final(state)
+
+    def forced_bytes(self, state: int) -> bytes:
+        return self.dfa.forced_bytes(state)
+
+    def token_mask(self, state: int) -> np.ndarray:
+        mask = self._masks.get(state)
+        if mask is None:
+            with self._lock:
+                mask = self._masks.get(state)
+                if mask is None:
+                    mask = self._compute_mask(state)
+                    mask.setflags(write=False)
+                    self._masks[state] = mask
+        return mask
+
+    @property
+    def cached_masks(self) -> int:
+        """How many states have their mask cached."""
+        return len(self._masks)
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        words = np.zeros(bitmask_words(self.vocab.vocab_size), dtype=np.uint32)
+        if state == DEAD:
+            return words
+        trie = self.vocab.trie
+        dfa_token_walk(
+            self.dfa.transitions,
+            state,
+            DEAD,
+            trie.byte,
+            trie.depth,
+            trie.skip,
+            trie.token_start,
+            trie.token_ids,
+            trie.max_depth,
+            words,
+        )
+        return words

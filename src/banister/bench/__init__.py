@@ -1,0 +1,1 @@
+"""Benchmarks against the peer engines (llguidance, XGrammar, outlines-core), run in one process."""

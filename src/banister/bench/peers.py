@@ -1,0 +1,195 @@
+"""One small interface over banister and the peer engines, so a benchmark drives them all alike.
+
+The peers are optional (`pip install banister[bench]`, plus XGrammar without its CUDA dependencies);
+an engine whose package is missing raises ``ImportError`` naming the package when it is created.
+Every engine is built from the same banister ``Vocabulary`` so they all see identical tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+import numpy as np
+
+from banister.compiler import Compiler
+from banister.matcher import Matcher
+from banister.vocab import Vocabulary
+
+
+class EngineMatcher(Protocol):
+    def fill(self, bitmask: np.ndarray) -> None:
+        """Write the next-token mask into a 1-row int32 bitmask."""
+
+    def accept(self, token: int) -> bool:
+        """Advance by one token; False when the engine rejects it."""
+
+
+class Engine(Protocol):
+    name: str
+
+    def compile_regex(self, pattern: str) -> Any: ...
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any: ...
+
+    def matcher(self, compiled: Any) -> EngineMatcher: ...
+
+
+class BanisterEngine:
+    name = "banister"
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.compiler = Compiler(vocab, cache_size=0)
+
+    def compile_regex(self, pattern: str) -> Any:
+        return self.compiler.regex(pattern)
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        return self.compiler.json_schema(schema)  # type: ignore[attr-defined]
+
+    def matcher(self, compiled: Any) -> EngineMatcher:
+        m = Matcher(compiled)
+        return _Adapter(fill=m.fill_next_token_bitmask, accept=m.accept_token)
+
+
+class LLGuidanceEngine:
+    name = "llguidance"
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        import llguidance
+        import llguidance.numpy
+
+        self._ll = llguidance
+        self._fill = llguidance.numpy.fill_next_token_bitmask
+        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)))
+
+    def _checked(self, grammar: str) -> str:
+        is_error, messages = self._ll.LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
+        if is_error:
+            raise ValueError(messages[0])
+        return grammar
+
+    def compile_regex(self, pattern: str) -> Any:
+        return self._checked(self._ll.LLMatcher.grammar_from_regex(pattern))
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        return self._checked(self._ll.LLMatcher.grammar_from_json_schema(json.dumps(schema)))
+
+    def matcher(self, compiled: Any) -> EngineMatcher:
+        m = self._ll.LLMatcher(self.tokenizer, compiled, log_level=0)
+        if m.is_error():
+            raise ValueError(m.get_error())
+        return _Adapter(fill=lambda bitmask: self._fill(m, bitmask), accept=m.consume_token)
+
+
+class XGrammarEngine:
+    name = "xgrammar"
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        import xgrammar
+
+        self._xgr = xgrammar
+        encoded = [vocab.token_bytes(i) for i in range(vocab.vocab_size)]
+        info = xgrammar.TokenizerInfo(encoded, xgrammar.VocabType.RAW, vocab_size=vocab.vocab_size,
+                                      stop_token_ids=list(vocab.eos_token_ids))
+        self.compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+
+    def compile_regex(self, pattern: str) -> Any:
+        return self.compiler.compile_regex(pattern)
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=True, strict_mode=False)
+
+    def matcher(self, compiled: Any) -> EngineMatcher:
+        import torch
+
+        m = self._xgr.GrammarMatcher(compiled)
+        return _Adapter(fill=lambda bitmask: m.fill_next_token_bitmask(torch.from_numpy(bitmask)),
+                        accept=m.accept_token)
+
+
+class OutlinesCoreEngine:
+    name = "outlines-core"
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        import outlines_core
+
+        self._oc = outlines_core
+        by_bytes: dict[bytes, list[int]] = {}
+        for tid in range(len(vocab.tokens)):
+            if vocab.is_matchable(tid):
+                by_bytes.setdefault(vocab.tokens[tid], []).append(tid)
+        self.vocabulary = outlines_core.Vocabulary(vocab.eos_token_ids[0], by_bytes)
+
+    def compile_regex(self, pattern: str) -> Any:
+        return self._oc.Index(pattern, self.vocabulary)
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        return self.compile_regex(self._oc.json_schema.build_regex_from_schema(json.dumps(schema)))
+
+    def matcher(self, compiled: Any) -> EngineMatcher:
+        guide = self._oc.Guide(compiled)
+
+        def accept(token: int) -> bool:
+            try:
+                guide.advance(token, return_tokens=False)
+            except ValueError:
+                return False
+            return True
+
+        return _Adapter(fill=lambda bitmask: guide.write_mask_into(bitmask.ctypes.data, bitmask.size,
+                                                                   bitmask.itemsize), accept=accept)
+
+
+ENGINES: dict[str, type] = {
+    "banister": BanisterEngine,
+    "llguidance": LLGuidanceEngine,
+    "xgrammar": XGrammarEngine,
+    "outlines-core": OutlinesCoreEngine,
+}
+
+
+def make_engine(name: str, vocab: Vocabulary) -> Engine:
+    """Build engine ``name`` over ``vocab``; ``ImportError`` when its package is not installed."""
+    try:
+        cls = ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}") from None
+    return cls(vocab)
+
+
+class _Adapter:
+    def __init__(self, fill: Any, accept: Any) -> None:
+        self.fill = fill
+        self.accept = accept
+
+
+class _GuidanceTokenizer:
+    """What llguidance's TokenizerWrapper reads: tokens as bytes, EOS, specials and an encoder."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.eos_token_id = vocab.eos_token_ids[0]
+        self.bos_token_id = None
+        self.tokens = [vocab.token_bytes(i) for i in range(vocab.vocab_size)]
+        self.special_token_ids = sorted(vocab.special_token_ids)
+        self._by_bytes: dict[bytes, int] = {}
+        for tid in range(len(vocab.tokens)):
+            if vocab.is_matchable(tid):
+                self._by_bytes.setdefault(vocab.tokens[tid], tid)
+
+    def __call__(self, text: str) -> list[int]:
+        # llguidance only needs this for tokenising grammar literals; greedy longest match is enough.
+        data, out, table = text.encode("utf-8"), [], self._by_bytes
+        i = 0
+        while i < len(data):
+            for j in range(min(len(data), i + 64), i, -1):
+                tid = table.get(data[i:j])
+                if tid is not None:
+                    out.append(tid)
+                    i = j
+                    break
+            else:
+                raise ValueError(f"no token covers byte {data[i]:#x}")
+        return out
+

@@ -1,0 +1,119 @@
+"""The `banister` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from banister.compiler import Compiler
+from banister.errors import BanisterError
+from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
+from banister.matcher import Matcher
+from banister.vocab import Vocabulary
+
+
+def _byte_vocabulary() -> Vocabulary:
+    """One token per byte value plus EOS: checks text without any real tokenizer."""
+    return Vocabulary([bytes([b]) for b in range(256)] + [b"</s>"], eos_token_ids=[256])
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    matcher = Matcher(Compiler(_byte_vocabulary()).regex(args.pattern))
+    status = matcher.status(args.text)
+    result: dict[str, object] = {"status": status}
+    if status == "dead":
+        offset = matcher.dead_offset(args.text)
+        result["dies_at"] = offset
+        if offset is None:  # every character keeps it alive but the bytes don't: an invalid encoding
+            result["dies_at"] = len(args.text)
+        else:
+            result["context"] = args.text[max(0, offset - 20) : offset] + "⟦" + args.text[offset:][:20]
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print(f"status: {status}")
+        if status == "dead":
+            print(f"dies at character {result['dies_at']}: {result.get('context', '')}")
+    return 0 if status == "complete" else 1
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from banister.vocab.named import load_named
+
+    t0 = time.perf_counter()
+    vocab = load_named(args.vocab).vocab
+    trie_start = time.perf_counter()
+    vocab.trie  # noqa: B018 - build the vocabulary-level table outside the timed compile
+    load_s, trie_s = trie_start - t0, time.perf_counter() - trie_start
+    compiler = Compiler(vocab, max_states=args.max_states)
+    compiled = compiler.regex(args.pattern) if args.pattern is not None else compiler.choice(args.choice)
+    matcher = Matcher(compiled)
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    t1 = time.perf_counter()
+    matcher.fill_next_token_bitmask(bitmask)
+    first_s = time.perf_counter() - t1
+    reps = 200
+    t2 = time.perf_counter()
+    for _ in range(reps):
+        matcher.fill_next_token_bitmask(bitmask)
+    cached_s = (time.perf_counter() - t2) / reps
+    allowed = np.flatnonzero(unpack_bitmask(bitmask, vocab.vocab_size)[0])
+    dfa = getattr(compiled.automaton, "dfa", None)
+    report = {
+        "vocabulary": args.vocab,
+        "vocab_size": vocab.vocab_size,
+        "vocab_load_ms": round(load_s * 1e3, 1),
+        "trie_build_ms": round(trie_s * 1e3, 1),
+        "states": dfa.n_states if dfa is not None else None,
+        "compile_ms": round(compiled.compile_seconds * 1e3, 3),
+        "first_mask_us": round(first_s * 1e6, 1),
+        "cached_mask_us": round(cached_s * 1e6, 2),
+        "tokens_allowed_at_start": int(allowed.size),
+        "sample_allowed": [vocab.tokens[t].decode("utf-8", "replace") for t in allowed[: args.show]],
+    }
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        for key, value in report.items():
+            print(f"{key:>24}: {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="banister", description="Structured generation for language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="check a text against a regex: status and where it dies")
+    check.add_argument("pattern", help="the regex the whole text must match")
+    check.add_argument("text", help="the text to check")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.set_defaults(run=_cmd_check)
+
+    comp = sub.add_parser("compile", help="compile a regex or choices on a real vocabulary and time its masks")
+    what = comp.add_mutually_exclusive_group(required=True)
+    what.add_argument("pattern", nargs="?", help="the regex to compile")
+    what.add_argument("--choice", nargs="+", metavar="TEXT", help="compile these literal alternatives instead")
+    comp.add_argument("--vocab", default="llama3", help="named vocabulary: llama3, qwen, gpt2, mistral, smollm2")
+    comp.add_argument("--max-states", type=int, default=10_000, help="DFA state limit (default 10000)")
+    comp.add_argument("--show", type=int, default=10, help="how many allowed start tokens to list")
+    comp.add_argument("--json", action="store_true", help="print one JSON object")
+    comp.set_defaults(run=_cmd_compile)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except BanisterError as exc:
+        print(f"banister: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

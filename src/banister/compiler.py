@@ -1,0 +1,100 @@
+"""Compile a specification once into an immutable CompiledGrammar; the Compiler caches by specification."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from banister.automaton import RegexAutomaton, TokenAutomaton
+from banister.errors import BanisterError
+from banister.regex import compile_regex
+from banister.vocab import Vocabulary
+
+_REGEX_META = frozenset("\\^$.|?*+()[]{}/-")
+
+
+def escape_regex(text: str) -> str:
+    """A pattern that matches exactly ``text`` (every metacharacter escaped)."""
+    return "".join("\\" + c if c in _REGEX_META else c for c in text)
+
+
+@dataclass(frozen=True)
+class CompiledGrammar:
+    """A specification compiled against one vocabulary: immutable, shareable across threads.
+
+    Create matchers from it with ``Matcher(compiled)``; each is cheap.
+    """
+
+    automaton: TokenAutomaton = field(repr=False)
+    kind: str
+    source: str
+    compile_seconds: float
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self.automaton.vocab
+
+
+class Compiler:
+    """Compiles regexes and choices (and, through the grammar front ends, richer specifications).
+
+    Parameters
+    ----------
+    vocab:
+        The model's vocabulary.
+    max_states:
+        Most DFA states one pattern may build before compilation fails with ``LimitError``.
+    cache_size:
+        How many compiled grammars to keep (least recently used are dropped). 0 disables the cache.
+    """
+
+    def __init__(self, vocab: Vocabulary, *, max_states: int = 10_000, cache_size: int = 256) -> None:
+        if max_states < 1 or cache_size < 0:
+            raise ValueError(f"max_states must be >= 1 and cache_size >= 0 (got {max_states}, {cache_size})")
+        self.vocab = vocab
+        self.max_states = max_states
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], CompiledGrammar] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def regex(self, pattern: str) -> CompiledGrammar:
+        """Compile a regex that the whole output must match (``^``/``$`` at the ends are optional)."""
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
+        return self._cached("regex", pattern, lambda: self._regex_automaton(pattern))
+
+    def choice(self, choices: Sequence[str]) -> CompiledGrammar:
+        """Compile a list of literal strings: the output must be exactly one of them."""
+        if isinstance(choices, str) or not all(isinstance(c, str) for c in choices):
+            raise TypeError("choices must be a sequence of str")
+        if not choices:
+            raise BanisterError("choice needs at least one string")
+        unique = list(dict.fromkeys(choices))
+        pattern = "|".join(f"(?:{escape_regex(c)})" for c in unique)
+        return self._cached("choice", "\x00".join(unique), lambda: self._regex_automaton(pattern))
+
+    def cache_info(self) -> dict[str, int]:
+        """Entries held and the cache's capacity."""
+        return {"entries": len(self._cache), "capacity": self.cache_size}
+
+    def _regex_automaton(self, pattern: str) -> RegexAutomaton:
+        return RegexAutomaton(compile_regex(pattern, max_states=self.max_states), self.vocab)
+
+    def _cached(self, kind: str, key: str, build: Callable[[], TokenAutomaton]) -> CompiledGrammar:
+        with self._lock:
+            hit = self._cache.get((kind, key))
+            if hit is not None:
+                self._cache.move_to_end((kind, key))
+                return hit
+        start = time.perf_counter()
+        automaton = build()
+        compiled = CompiledGrammar(automaton, kind, key, time.perf_counter() - start)
+        if self.cache_size:
+            with self._lock:
+                self._cache[(kind, key)] = compiled
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return compiled

@@ -1,0 +1,168 @@
+"""Matcher agreement on real vocabularies: mask, accept_token, status, rollback and EOS tell one story.
+
+Oracles: Python's ``re`` (members are drawn by hypothesis from the pattern) and the real tokenizers
+(every member is tokenised the way the model would write it).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from banister import Compiler, Matcher, allocate_token_bitmask
+from banister.mask.bitmask import unpack_bitmask
+from banister.vocab.named import load_named
+
+# Patterns on which ECMA-262 and Python's re agree (ASCII classes, explicit ranges), so `re` is the oracle.
+PATTERNS = [
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
+    r"(0|[1-9][0-9]*)(\.[0-9]{1,3})?",
+    r"[a-z]+@[a-z]+\.(com|org|net)",
+    r"\"([^\"\\\n]|\\[\"\\nt])*\"",
+    r"(yes|no|maybe)",
+    r"[A-Z][a-z]{2,8}( [A-Z][a-z]{2,8}){0,2}",
+    r"(ab|a)*c?",
+    r"\{\"age\": [0-9]{1,3}\}",
+    r"[àéîõü]{1,5}[日本語]?",
+    r"(-?(0|[1-9][0-9]{0,5}))(, -?(0|[1-9][0-9]{0,5}))*",
+]
+VOCABS = ["llama3", "mistral"]
+
+
+@pytest.fixture(scope="module", params=VOCABS)
+def named(request):
+    return load_named(request.param)
+
+
+@pytest.fixture(scope="module")
+def compilers(named):
+    return Compiler(named.vocab)
+
+
+def _allowed(matcher: Matcher, vocab_size: int) -> np.ndarray:
+    bitmask = allocate_token_bitmask(1, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return unpack_bitmask(bitmask, vocab_size)[0]
+
+
+def _shortest_completion(dfa, state: int) -> bytes:
+    """Breadth-first search over bytes to an accepting state (the DFA's own tables)."""
+    from collections import deque
+
+    seen = {state: b""}
+    queue = deque([state])
+    while queue:
+        s = queue.popleft()
+        if dfa.is_accepting(s):
+            return seen[s]
+        for b in range(256):
+            t = dfa.step(s, b)
+            if t != 0 and t not in seen:
+                seen[t] = seen[s] + bytes([b])
+                queue.append(t)
+    raise AssertionError("live state with no path to acceptance")
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_tokenised_members_walk_through_the_masks(named, compilers, pattern, data):
+    text = data.draw(st.from_regex(re.compile(pattern), fullmatch=True))
+    ids = named.encode(text)
+    assert named.vocab.decode(ids) == text.encode("utf-8")
+    matcher = Matcher(compilers.regex(pattern))
+    eos = named.vocab.eos_token_ids[0]
+    masks = []
+    for token in ids:
+        allowed = _allowed(matcher, named.vocab.vocab_size)
+        masks.append(allowed)
+        assert allowed[token], f"token {token} {named.vocab.tokens[token]!r} masked in {text!r}"
+        assert not allowed[eos] or matcher.is_accepting()
+        assert matcher.accept_token(token)
+    assert matcher.is_accepting() and _allowed(matcher, named.vocab.vocab_size)[eos]
+    assert matcher.status("") == "complete"
+    # Rollback restores the exact masks, all the way back.
+    for i in range(len(ids) - 1, -1, -1):
+        matcher.rollback(1)
+        assert np.array_equal(_allowed(matcher, named.vocab.vocab_size), masks[i])
+    assert matcher.accept_token(eos) == (re.fullmatch(pattern, "") is not None)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_random_tokens_accept_exactly_what_the_mask_allows(named, compilers, pattern):
+    rng = random.Random(hash(pattern) & 0xFFFF)
+    vocab = named.vocab
+    compiled = compilers.regex(pattern)
+    dfa = compiled.automaton.dfa
+    matcher = Matcher(compiled)
+    for _step in range(12):
+        allowed = _allowed(matcher, vocab.vocab_size)
+        allowed_ids = np.flatnonzero(allowed)
+        probes = [rng.randrange(vocab.vocab_size) for _ in range(150)]
+        probes += [int(t) for t in rng.sample(list(allowed_ids), min(40, len(allowed_ids)))]
+        for token in probes:
+            before = matcher.state
+            ok = matcher.accept_token(token)
+            assert ok == bool(allowed[token]), (token, vocab.tokens[token] if token < len(vocab.tokens) else None)
+            if ok:
+                # The token leads somewhere acceptance is still reachable, and status agrees.
+                if token not in vocab.eos_token_ids:
+                    rest = _shortest_completion(dfa, matcher.state)
+                    assert matcher.status(rest) == "complete"
+                matcher.rollback(1)
+            assert matcher.state == before
+        real = [t for t in allowed_ids if t not in vocab.eos_token_ids]
+        if not real:
+            break
+        matcher.accept_token(int(rng.choice(real)))
+
+
+def test_status_and_terminated_follow_re(compilers):
+    pattern = r"(yes|no|maybe)"
+    matcher = Matcher(compilers.regex(pattern))
+    for text in ["", "y", "ye", "yes", "yess", "n", "no", "maybe", "mayb", "x"]:
+        expected = "complete" if re.fullmatch(pattern, text) else ("open" if any(
+            w.startswith(text) for w in ("yes", "no", "maybe")) else "dead")
+        assert matcher.status(text) == expected, text
+    assert matcher.accept_string("ye") and not matcher.is_terminated()
+    assert matcher.accept_string("s") and matcher.is_terminated() and matcher.is_accepting()
+    vocab = compilers.vocab
+    allowed = _allowed(matcher, vocab.vocab_size)
+    assert set(np.flatnonzero(allowed)) == set(vocab.eos_token_ids)
+    assert not matcher.accept_string("!")
+
+
+def test_jump_forward_copy_and_reset(compilers):
+    matcher = Matcher(compilers.regex(r"\{\"name\": \"[a-z]+\"\}"))
+    assert matcher.jump_forward_string() == '{"name": "'
+    assert matcher.accept_string('{"name": "bo')
+    twin = matcher.copy()
+    assert twin.accept_string('b"}') and twin.is_terminated() and not matcher.is_terminated()
+    assert matcher.jump_forward_string() == ""
+    matcher.reset()
+    assert matcher.num_accepted == 0 and matcher.status('{"name": "x"}') == "complete"
+    with pytest.raises(ValueError):
+        matcher.rollback(1)
+
+
+def test_choice_masks_and_special_tokens_never_match(named, compilers):
+    vocab = named.vocab
+    matcher = Matcher(compilers.choice(["red", "green", "blue", "日本"]))
+    allowed = np.flatnonzero(_allowed(matcher, vocab.vocab_size))
+    texts = {vocab.tokens[t] for t in allowed}
+    assert texts and all(any(w.encode().startswith(t) for w in ["red", "green", "blue", "日本"]) for t in texts)
+    assert not set(allowed) & vocab.special_token_ids
+    for word in ["red", "green", "blue", "日本"]:
+        m = Matcher(compilers.choice(["red", "green", "blue", "日本"]))
+        assert all(m.accept_token(t) for t in named.encode(word)) and m.is_terminated()
+
+
+def test_compiler_caches_by_specification(compilers):
+    a = compilers.regex("[0-9]+")
+    assert compilers.regex("[0-9]+") is a
+    assert compilers.choice(["a", "b"]) is compilers.choice(["a", "b"])
