@@ -14,9 +14,33 @@ from typing import Hashable, Protocol
 import numpy as np
 
 from banister.mask.bitmask import bitmask_words
-from banister.mask.kernels import dfa_token_walk
+from banister.mask.kernels import token_walk
 from banister.regex import DEAD, RegexDFA
 from banister.vocab import Vocabulary
+
+
+_WHOLE_TRIE = np.array([-1], dtype=np.int32)
+
+
+def walk_tokens(
+    vocab: Vocabulary,
+    transitions: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    roots: np.ndarray,
+    out_words: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes, DFA states) it found."""
+    trie = vocab.trie
+    capacity = 256
+    while True:
+        nodes = np.empty(capacity, dtype=np.int32)
+        states = np.empty(capacity, dtype=np.int32)
+        n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip,
+                       trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes, states)
+        if n >= 0:
+            return nodes[:n], states[:n]
+        capacity *= 8
 
 
 class TokenAutomaton(Protocol):
@@ -55,6 +79,7 @@ class RegexAutomaton:
     def __init__(self, dfa: RegexDFA, vocab: Vocabulary) -> None:
         dfa.expand_from(dfa.start)
         self.dfa = dfa
+        self._never_crossing = np.zeros(dfa.n_states, dtype=np.bool_)
         self.vocab = vocab
         self.initial: int = dfa.start
         self._masks: dict[int, np.ndarray] = {}
@@ -91,19 +116,6 @@ class RegexAutomaton:
 
     def _compute_mask(self, state: int) -> np.ndarray:
         words = np.zeros(bitmask_words(self.vocab.vocab_size), dtype=np.uint32)
-        if state == DEAD:
-            return words
-        trie = self.vocab.trie
-        dfa_token_walk(
-            self.dfa.transitions,
-            state,
-            DEAD,
-            trie.byte,
-            trie.depth,
-            trie.skip,
-            trie.token_start,
-            trie.token_ids,
-            trie.max_depth,
-            words,
-        )
+        if state != DEAD:
+            walk_tokens(self.vocab, self.dfa.transitions, self._never_crossing, state, _WHOLE_TRIE, words)
         return words

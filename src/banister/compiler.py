@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from banister.automaton import RegexAutomaton, TokenAutomaton
 from banister.errors import BanisterError
+from banister.grammar.ir import Grammar
+from banister.parser.recognizer import GrammarAutomaton
 from banister.regex import compile_regex
 from banister.vocab import Vocabulary
 
@@ -76,12 +78,19 @@ class Compiler:
         pattern = "|".join(f"(?:{escape_regex(c)})" for c in unique)
         return self._cached("choice", "\x00".join(unique), lambda: self._regex_automaton(pattern))
 
+    def grammar_ir(self, grammar: Grammar) -> CompiledGrammar:
+        """Compile a grammar already in the rule form (what every grammar front end produces)."""
+        return self._cached("ir", repr(grammar), lambda: self._grammar_automaton(grammar))
+
     def cache_info(self) -> dict[str, int]:
         """Entries held and the cache's capacity."""
         return {"entries": len(self._cache), "capacity": self.cache_size}
 
     def _regex_automaton(self, pattern: str) -> RegexAutomaton:
         return RegexAutomaton(compile_regex(pattern, max_states=self.max_states), self.vocab)
+
+    def _grammar_automaton(self, grammar: Grammar) -> GrammarAutomaton:
+        return GrammarAutomaton(grammar, self.vocab, max_states=self.max_states)
 
     def _cached(self, kind: str, key: str, build: Callable[[], TokenAutomaton]) -> CompiledGrammar:
         with self._lock:

@@ -26,6 +26,23 @@ class RegexError(BanisterError, ValueError):
         super().__init__(f"{message}{where}{shown}")
 
 
+class GrammarError(BanisterError, ValueError):
+    """A grammar (GBNF, Lark, or the rule form) that is malformed; the message names the rule or line."""
+
+
+class SchemaError(BanisterError, ValueError):
+    """A JSON Schema that is invalid or uses a keyword that can't be enforced exactly.
+
+    ``pointer`` is the JSON pointer of the offending schema location and ``keyword`` the keyword.
+    """
+
+    def __init__(self, message: str, pointer: str = "", keyword: str | None = None) -> None:
+        self.pointer = pointer
+        self.keyword = keyword
+        where = f" at #{pointer}" if keyword is None else f" (keyword {keyword!r} at #{pointer})"
+        super().__init__(message + where)
+
+
 class LimitError(BanisterError, RuntimeError):
     """A compile-time resource limit was exceeded (automaton states, grammar size, time).
 

@@ -1,0 +1,161 @@
+"""The one grammar form every front end compiles to: rules over lexemes, each lexeme a regex.
+
+Semantics are those of a context-free grammar whose terminals are regular languages: a text is in the
+language when it splits into pieces ``w1 .. wn`` with ``wi`` matched *as a whole* by lexeme ``i`` and
+the lexeme sequence derivable from ``start``. Lexing is not greedy: a lexeme may end wherever its regex
+accepts, so any CFG is enforced exactly. A lexeme never matches the empty string (make the rule
+optional instead); the builder checks this.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from banister.errors import GrammarError
+
+
+@dataclass(frozen=True)
+class Lexeme:
+    """A terminal: a regex (banister syntax, whole-match) over the text."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A nonterminal reference."""
+
+    name: str
+
+
+Symbol = Lexeme | Ref
+Alternative = tuple[Symbol, ...]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Rules (nonterminal -> alternatives, each a sequence of symbols) and the start nonterminal."""
+
+    rules: Mapping[str, tuple[Alternative, ...]]
+    start: str
+    lexemes: tuple[Lexeme, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.start not in self.rules:
+            raise GrammarError(f"start rule {self.start!r} is not defined")
+        seen: dict[Lexeme, None] = {}
+        for name, alternatives in self.rules.items():
+            for alt in alternatives:
+                for sym in alt:
+                    if isinstance(sym, Ref) and sym.name not in self.rules:
+                        raise GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
+                    if isinstance(sym, Lexeme):
+                        seen.setdefault(sym)
+        object.__setattr__(self, "lexemes", tuple(seen))
+
+    @property
+    def size(self) -> int:
+        """Symbols over all alternatives: the measure that grammar-size limits apply to."""
+        return sum(len(alt) + 1 for alts in self.rules.values() for alt in alts)
+
+
+class GrammarBuilder:
+    """Builds a Grammar rule by rule, with fresh names and the usual regular-operator helpers.
+
+    Every helper returns a symbol to use inside other alternatives.
+    """
+
+    def __init__(self) -> None:
+        self._rules: dict[str, list[Alternative]] = {}
+        self._counter = itertools.count()
+        self._lexeme_check: dict[str, bool] = {}
+
+    def fresh(self, prefix: str = "r") -> str:
+        """A rule name not used yet."""
+        while True:
+            name = f"{prefix}#{next(self._counter)}"
+            if name not in self._rules:
+                return name
+
+    def lexeme(self, pattern: str) -> Lexeme:
+        """A terminal for ``pattern``; refuses patterns that match the empty string."""
+        if pattern not in self._lexeme_check:
+            from banister.regex import compile_regex
+
+            dfa = compile_regex(pattern)
+            self._lexeme_check[pattern] = dfa.is_accepting(dfa.start)
+        if self._lexeme_check[pattern]:
+            raise GrammarError(f"lexeme {pattern!r} matches the empty string; make the rule optional instead")
+        return Lexeme(pattern)
+
+    def literal(self, text: str) -> Lexeme:
+        """A terminal that matches exactly ``text`` (non-empty)."""
+        from banister.compiler import escape_regex
+
+        if not text:
+            raise GrammarError("an empty literal is not a lexeme; use an empty alternative")
+        return Lexeme(escape_regex(text))
+
+    def rule(self, name: str, alternatives: Iterable[Iterable[Symbol]]) -> Ref:
+        """Define (or extend) rule ``name``; an empty alternative ``()`` derives the empty string."""
+        self._rules.setdefault(name, []).extend(tuple(alt) for alt in alternatives)
+        return Ref(name)
+
+    def declare(self, name: str) -> Ref:
+        """A reference to a rule that will be defined later (for recursion)."""
+        self._rules.setdefault(name, [])
+        return Ref(name)
+
+    def seq(self, *symbols: Symbol) -> Ref:
+        return self.rule(self.fresh("seq"), [symbols])
+
+    def choice(self, *alternatives: Iterable[Symbol]) -> Ref:
+        return self.rule(self.fresh("alt"), alternatives)
+
+    def optional(self, symbol: Symbol) -> Ref:
+        return self.rule(self.fresh("opt"), [(symbol,), ()])
+
+    def star(self, symbol: Symbol) -> Ref:
+        """Zero or more ``symbol`` (left-recursive, which Earley handles in linear time)."""
+        name = self.fresh("star")
+        return self.rule(name, [(), (Ref(name), symbol)])
+
+    def plus(self, symbol: Symbol) -> Ref:
+        name = self.fresh("plus")
+        return self.rule(name, [(symbol,), (Ref(name), symbol)])
+
+    def repeat(self, symbol: Symbol, min_count: int, max_count: int | None, separator: Symbol | None = None) -> Ref:
+        """``symbol`` repeated ``min_count..max_count`` times (None = unbounded), with an optional separator.
+
+        Bounded repetition is expanded into a chain of rules whose size grows linearly with the bound.
+        """
+        if min_count < 0 or (max_count is not None and max_count < min_count):
+            raise GrammarError(f"bad repetition bounds {{{min_count},{max_count}}}")
+        sep: tuple[Symbol, ...] = () if separator is None else (separator,)
+        if max_count == 0:
+            return self.rule(self.fresh("empty"), [()])
+        # tail(k): zero to k more items, each preceded by the separator.
+        if max_count is None:
+            more = self.fresh("more")
+            tail = self.rule(more, [(), (Ref(more), *sep, symbol)])
+            extra_needed = max(min_count - 1, 0)
+        else:
+            extra_max = max_count - 1
+            extra_needed = max(min_count - 1, 0)
+            tail = self.rule(self.fresh("end"), [()])
+            for _ in range(extra_max - extra_needed):
+                tail = self.rule(self.fresh("upto"), [(), (*sep, symbol, tail)])
+        body: tuple[Symbol, ...] = (symbol,)
+        for _ in range(extra_needed):
+            body = (*body, *sep, symbol)
+        nonempty = self.rule(self.fresh("rep"), [(*body, tail)])
+        return nonempty if min_count >= 1 else self.optional(nonempty)
+
+    def build(self, start: str | Ref) -> Grammar:
+        start_name = start.name if isinstance(start, Ref) else start
+        empty = [name for name, alts in self._rules.items() if not alts]
+        if empty:
+            raise GrammarError(f"rules declared but never defined: {', '.join(sorted(empty)[:5])}")
+        return Grammar({name: tuple(alts) for name, alts in self._rules.items()}, start_name)

@@ -1,0 +1,194 @@
+"""The token automaton of a grammar: Earley over lexemes, lexer contexts, and cached trie walks.
+
+A state is a frozenset of hypotheses ``(parse, context, lexer_state)``: the Earley state before the
+current lexeme, the lexer context the parser allowed, and how far into the lexeme the text is. Lexing is
+not greedy, so where a lexeme could end *and* continue both branches are kept; they are few and die
+quickly. The initial hypothesis is ``(parse, None, 0)``: nothing of the first lexeme read yet.
+
+Masks (the design note in DESIGN.md, "context-independent vs context-dependent tokens"): the tokens
+that stay inside the current lexeme depend on the lexer state alone, so one trie walk per
+``(context, lexer state)`` is cached with the *crossings* it found (trie nodes where a lexeme may
+end). Only those few subtrees consult the parser: for each group of crossings the parser scans the
+lexeme, and the subtrees are walked again in the next context; those walks are cached too, keyed by
+the walk they came from and the context they continue in.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from banister.automaton import _WHOLE_TRIE, walk_tokens
+from banister.grammar.ir import Grammar
+from banister.mask.bitmask import bitmask_words
+from banister.parser.earley import EarleyParser, EarleyTables, ParseState
+from banister.parser.lexer import LexerContext
+from banister.regex import compile_regex
+from banister.vocab import Vocabulary
+
+Hypothesis = tuple[ParseState, "LexerContext | None", int]
+GrammarState = frozenset[Hypothesis]
+
+
+@dataclass(frozen=True)
+class _Walk:
+    ident: int
+    words: np.ndarray
+    groups: tuple[tuple[int, np.ndarray], ...]  # (accept-set id, trie nodes below which it may end)
+
+
+class GrammarAutomaton:
+    """Implements the TokenAutomaton interface for a Grammar over a vocabulary."""
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        vocab: Vocabulary,
+        *,
+        max_states: int = 10_000,
+        max_grammar_symbols: int = 1 << 19,
+        max_cached_walks: int = 200_000,
+    ) -> None:
+        self.vocab = vocab
+        self.grammar = grammar
+        self.tables = EarleyTables(grammar, max_symbols=max_grammar_symbols)
+        self.parser = EarleyParser(self.tables)
+        self._dfas = []
+        for lexeme in self.tables.lexemes:
+            dfa = compile_regex(lexeme.pattern, max_states=max_states)
+            dfa.expand_from(dfa.start)
+            self._dfas.append(dfa)
+        self._max_states = max_states
+        self._contexts: dict[frozenset[int], LexerContext] = {}
+        self._walks: dict[tuple, _Walk] = {}
+        self._walk_ids = itertools.count()
+        self._max_cached_walks = max_cached_walks
+        self._words = bitmask_words(vocab.vocab_size)
+        self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
+        self.context(self.parser.initial)  # fail at compile time if the first context is too big
+
+    # -- lexer contexts ---------------------------------------------------------------------------------
+
+    def context(self, parse: ParseState) -> LexerContext:
+        """The lexer context of the lexemes ``parse`` expects (built once per distinct set)."""
+        ctx = self._contexts.get(parse.expected)
+        if ctx is None:
+            ctx = LexerContext(len(self._contexts), parse.expected, self._dfas, max_states=self._max_states)
+            self._contexts[parse.expected] = ctx
+        return ctx
+
+    def _end(self, parse: ParseState, ctx: LexerContext, lex: int) -> ParseState | None:
+        """The parse after ending the current lexeme here, or None when no lexeme is complete."""
+        aid = ctx.accept_id[lex]
+        return None if aid < 0 else self.parser.scan(parse, ctx.accept_sets[aid])
+
+    # -- the TokenAutomaton interface -------------------------------------------------------------------
+
+    def advance(self, state: GrammarState, data: bytes) -> GrammarState | None:
+        hyps = state
+        for b in data:
+            nxt: set[Hypothesis] = set()
+            for parse, ctx, lex in hyps:
+                if ctx is None:
+                    ctx = self.context(parse)
+                    lex = ctx.start
+                else:
+                    after = self._end(parse, ctx, lex)
+                    if after is not None:
+                        c2 = self.context(after)
+                        s2 = int(c2.transitions[c2.start, b])
+                        if s2:
+                            nxt.add((after, c2, s2))
+                s1 = int(ctx.transitions[lex, b])
+                if s1:
+                    nxt.add((parse, ctx, s1))
+            if not nxt:
+                return None
+            hyps = frozenset(nxt)
+        return hyps
+
+    def is_accepting(self, state: GrammarState) -> bool:
+        for parse, ctx, lex in state:
+            if ctx is None:
+                if parse.accepting:
+                    return True
+                continue
+            after = self._end(parse, ctx, lex)
+            if after is not None and after.accepting:
+                return True
+        return False
+
+    def is_final(self, state: GrammarState) -> bool:
+        return self.is_accepting(state) and not self._live_bytes(state)
+
+    def forced_bytes(self, state: GrammarState, limit: int = 1024) -> bytes:
+        out = bytearray()
+        while len(out) < limit and not self.is_accepting(state):
+            live = self._live_bytes(state)
+            if len(live) != 1:
+                break
+            byte = bytes(live)
+            nxt = self.advance(state, byte)
+            if nxt is None:  # a live byte always advances; stop rather than trust it blindly
+                break
+            out += byte
+            state = nxt
+        return bytes(out)
+
+    def token_mask(self, state: GrammarState) -> np.ndarray:
+        out = np.zeros(self._words, dtype=np.uint32)
+        for parse, ctx, lex in state:
+            if ctx is None:
+                ctx = self.context(parse)
+                lex = ctx.start
+            self._collect((ctx.ident, lex), parse, ctx, lex, _WHOLE_TRIE, out)
+            after = self._end(parse, ctx, lex)
+            if after is not None:  # the lexeme may end before the token's first byte
+                c2 = self.context(after)
+                self._collect((c2.ident, c2.start), after, c2, c2.start, _WHOLE_TRIE, out)
+        return out
+
+    # -- internals --------------------------------------------------------------------------------------
+
+    def _live_bytes(self, state: GrammarState) -> set[int]:
+        live: set[int] = set()
+        for parse, ctx, lex in state:
+            if ctx is None:
+                ctx = self.context(parse)
+                lex = ctx.start
+            else:
+                after = self._end(parse, ctx, lex)
+                if after is not None:
+                    c2 = self.context(after)
+                    live.update(c2.live_bytes[c2.start])
+            live.update(ctx.live_bytes[lex])
+        return live
+
+    def _collect(self, key: tuple, parse: ParseState, ctx: LexerContext, start: int, roots: np.ndarray,
+                 out: np.ndarray) -> None:
+        walk = self._walks.get(key)
+        if walk is None:
+            walk = self._walk(ctx, start, roots)
+            if len(self._walks) >= self._max_cached_walks:
+                self._walks.clear()
+            self._walks[key] = walk
+        out |= walk.words
+        for aid, sub_roots in walk.groups:
+            after = self.parser.scan(parse, ctx.accept_sets[aid])
+            if after is None:
+                continue
+            c2 = self.context(after)
+            self._collect((walk.ident, aid, c2.ident), after, c2, c2.start, sub_roots, out)
+
+    def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray) -> _Walk:
+        words = np.zeros(self._words, dtype=np.uint32)
+        nodes, states = walk_tokens(self.vocab, ctx.transitions, ctx.accepting, start, roots, words)
+        groups: list[tuple[int, np.ndarray]] = []
+        if nodes.size:
+            ids = ctx.accept_id[states]
+            for aid in np.unique(ids):
+                groups.append((int(aid), np.ascontiguousarray(nodes[ids == aid])))
+        words.setflags(write=False)
+        return _Walk(next(self._walk_ids), words, tuple(groups))

@@ -1,0 +1,50 @@
+"""The `banister` command line, run as a user runs it (a subprocess of the installed entry point)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def banister(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "banister.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "status", "code", "dies_at"),
+    [
+        (r"[0-9]{3}-[0-9]{4}", "555-1234", "complete", 0, None),
+        (r"[0-9]{3}-[0-9]{4}", "555-12", "open", 1, None),
+        (r"[0-9]{3}-[0-9]{4}", "55x-1234", "dead", 1, 2),
+        (r"(café|naïve)!", "naïx", "dead", 1, 3),
+    ],
+)
+def test_check_reports_status_and_where_it_dies(pattern, text, status, code, dies_at):
+    run = banister("check", pattern, text, "--json")
+    assert run.returncode == code, run.stderr
+    out = json.loads(run.stdout)
+    assert out["status"] == status
+    assert out.get("dies_at") == dies_at
+
+
+def test_check_bad_pattern_is_a_clear_error():
+    run = banister("check", "(a", "a")
+    assert run.returncode == 2
+    assert "position" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_compile_on_a_real_vocabulary():
+    run = banister("compile", "--vocab", "gpt2", "--json", "(yes|no)")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["vocab_size"] == 50257 and out["states"] >= 4
+    # Tokens allowed at the start are exactly the non-empty prefixes of the two answers that GPT-2 has.
+    assert set(out["sample_allowed"]) <= {"y", "ye", "yes", "n", "no"} and "yes" in out["sample_allowed"]
+    run = banister("compile", "--vocab", "gpt2", "--json", "--choice", "red", "green")
+    assert run.returncode == 0 and json.loads(run.stdout)["tokens_allowed_at_start"] >= 2
+
+
+def test_help_lists_the_commands():
+    run = banister("--help")
+    assert run.returncode == 0 and "check" in run.stdout and "compile" in run.stdout

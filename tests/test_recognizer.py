@@ -1,0 +1,153 @@
+"""The grammar recogniser agrees with the slow Earley oracle, and its masks with its own accept_token.
+
+Random grammars (recursive, nullable, ambiguous, with overlapping lexemes) are checked on every short
+string; a JSON-like grammar is checked on a real vocabulary the way the regex matcher is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from banister import Compiler, Matcher, Vocabulary, allocate_token_bitmask
+from banister.errors import GrammarError
+from banister.grammar.ir import Grammar, Lexeme, Ref
+from banister.grammar.reference import matches
+from banister.mask.bitmask import unpack_bitmask
+from banister.vocab.named import load_named
+
+LEXEMES = [Lexeme(p) for p in ["a", "b", "ab", "ba", "[ab]", "a+", "(ab)+", "b?a", "a[ab]{0,2}", "c"]]
+BYTE_VOCAB = Vocabulary([bytes([b]) for b in range(256)] + [b"</s>"], eos_token_ids=[256])
+# A vocabulary of multi-byte tokens over the same alphabet, so tokens cross lexeme boundaries.
+MULTI_VOCAB = Vocabulary(
+    ["".join(p).encode() for n in range(1, 4) for p in itertools.product("abc", repeat=n)] + [b"</s>"],
+    eos_token_ids=[39],
+)
+STRINGS = ["".join(p) for n in range(0, 7) for p in itertools.product("abc", repeat=n)]
+
+
+@st.composite
+def grammars(draw):
+    names = [f"N{i}" for i in range(draw(st.integers(1, 4)))]
+    symbol = st.one_of(st.sampled_from(LEXEMES), st.sampled_from([Ref(n) for n in names]))
+    rules = {n: tuple(tuple(draw(st.lists(symbol, max_size=3))) for _ in range(draw(st.integers(1, 3)))) for n in names}
+    return Grammar(rules, "N0")
+
+
+def _allowed(matcher: Matcher, vocab: Vocabulary) -> np.ndarray:
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return unpack_bitmask(bitmask, vocab.vocab_size)[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(grammars())
+def test_membership_agrees_with_the_earley_oracle(grammar):
+    try:
+        compiled = Compiler(BYTE_VOCAB).grammar_ir(grammar)
+    except GrammarError:  # the start derives no text: the oracle must agree that nothing matches
+        assert not any(matches(grammar, s) for s in STRINGS)
+        return
+    language = {s for s in STRINGS if matches(grammar, s)}
+    for s in STRINGS:
+        status = Matcher(compiled).status(s)
+        assert (status == "complete") == (s in language), (s, status)
+        if s in language:  # every prefix of a member is alive
+            assert all(Matcher(compiled).status(s[:i]) != "dead" for i in range(len(s)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(grammars(), st.randoms(use_true_random=False))
+def test_masks_agree_with_accept_and_lead_to_acceptance(grammar, rnd):
+    try:
+        compiled = Compiler(MULTI_VOCAB).grammar_ir(grammar)
+    except GrammarError:
+        return
+    language = [s for s in STRINGS if matches(grammar, s)]
+    m = Matcher(compiled)
+    for _ in range(6):
+        allowed = _allowed(m, MULTI_VOCAB)
+        for tok in range(MULTI_VOCAB.vocab_size):
+            ok = m.accept_token(tok)
+            assert ok == bool(allowed[tok]), (tok, MULTI_VOCAB.tokens[tok])
+            if ok:
+                m.rollback(1)
+        ids = [t for t in np.flatnonzero(allowed) if t != 39]
+        if not ids:
+            break
+        m.accept_token(rnd.choice(ids))
+    assert all(Matcher(compiled).status(s) == "complete" for s in language)
+
+
+def _json_grammar() -> Grammar:
+    from banister.grammar.ir import GrammarBuilder
+
+    b = GrammarBuilder()
+    value = b.declare("value")
+    ws = b.optional(b.lexeme(r"[ \n]{1,4}"))
+    string = b.lexeme(r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+    number = b.lexeme(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+    comma, colon = b.literal(","), b.literal(":")
+    member = b.seq(ws, string, ws, colon, ws, value, ws)
+    obj = b.seq(b.literal("{"), b.choice([ws], [b.repeat(member, 1, None, comma)]), b.literal("}"))
+    item = b.seq(ws, value, ws)
+    arr = b.seq(b.literal("["), b.choice([ws], [b.repeat(item, 1, None, comma)]), b.literal("]"))
+    b.rule("value", [(string,), (number,), (obj,), (arr,), (b.literal("true"),), (b.literal("false"),), (b.literal("null"),)])
+    return b.build("value")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@pytest.fixture(scope="module")
+def llama_json():
+    named = load_named("llama3")
+    return named, Compiler(named.vocab).grammar_ir(_json_grammar())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value=json_values, indent=st.sampled_from([None, 1]))
+def test_real_vocabulary_walk_rollback_and_eos(llama_json, value, indent):
+    named, compiled = llama_json
+    vocab = named.vocab
+    text = json.dumps(value, indent=indent)
+    ids = named.encode(text)
+    m = Matcher(compiled)
+    masks = []
+    for tok in ids:
+        allowed = _allowed(m, vocab)
+        masks.append(allowed)
+        assert allowed[tok], (text, vocab.tokens[tok])
+        assert bool(allowed[128001]) == m.is_accepting()
+        assert m.accept_token(tok)
+    assert m.is_accepting() and _allowed(m, vocab)[128001]
+    rng = random.Random(len(text))
+    for i in range(len(ids) - 1, -1, -1):
+        m.rollback(1)
+        allowed = _allowed(m, vocab)
+        assert np.array_equal(allowed, masks[i])
+        for tok in rng.sample(range(vocab.vocab_size), 30) + rng.sample(list(np.flatnonzero(allowed)), min(5, int(allowed.sum()))):
+            ok = m.accept_token(int(tok))
+            assert ok == bool(allowed[tok])
+            if ok:
+                m.rollback(1)
+
+
+def test_broken_json_is_dead(llama_json):
+    _, compiled = llama_json
+    for text, status in [('{"a": 1}', "complete"), ('{"a" 1}', "dead"), ("[1, 2", "open"), ("[1,]", "dead"),
+                         ("01", "dead"), ('"\\x"', "dead"), ("nul", "open"), ("[1 2]", "dead")]:
+        assert Matcher(compiled).status(text) == status, text
+    assert Matcher(compiled).jump_forward_string() == ""
+    m = Matcher(compiled)
+    assert m.accept_string("tr") and m.jump_forward_string() == "ue"
