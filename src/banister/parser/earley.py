@@ -49,37 +49,96 @@ class EarleyTables:
         if len(self.next_symbol) > _DOT_MASK:
             raise LimitError(f"grammar has {len(self.next_symbol)} items, more than {_DOT_MASK}", "max_grammar_symbols")
         self.start_nt = start_id
-        nullable = _nullable(rules_int)
-        self.nullable = nullable
+        self.start_done = self.alt_starts[start_id][0] + 1  # S' -> start .
+        self.nullable = _nullable(rules_int)
         self.rule_names = names + ["<start>"]
+        self.predicts = [self._prediction_closure(nt) for nt in range(len(rules_int))]
+
+    def _prediction_closure(self, nonterminal: int) -> frozenset[int]:
+        """Dotted items added when ``nonterminal`` is predicted: transitively, advanced over nullables."""
+        seen_nt = {nonterminal}
+        items: set[int] = set()
+        agenda = list(self.alt_starts[nonterminal])
+        while agenda:
+            d = agenda.pop()
+            if d in items:
+                continue
+            items.add(d)
+            sym = self.next_symbol[d]
+            if sym is not None and sym >= 0:
+                if sym not in seen_nt:
+                    seen_nt.add(sym)
+                    agenda.extend(self.alt_starts[sym])
+                if sym in self.nullable:
+                    agenda.append(d + 1)
+        return frozenset(items)
 
 
-class ParseState:
-    """One Earley set and, through ``sets``, every set before it. Immutable once built."""
+class _Predicted:
+    """What predicting a set of nonterminals adds to an Earley set, with origins left out.
 
-    __slots__ = ("sets", "index", "items", "waiting", "by_lexeme", "expected", "accepting", "_scans")
+    Prediction is static: the items predicted at position ``k`` (transitively, advanced over nullable
+    symbols) depend only on which nonterminals were predicted, never on the text. So it is computed
+    once per distinct set of nonterminals and shared by every Earley set that predicts them.
+    """
 
-    def __init__(self, sets: tuple[ParseState, ...], items: frozenset[int], tables: EarleyTables) -> None:
-        self.sets = sets  # the earlier states, by index
-        self.index = len(sets)
-        self.items = items
+    __slots__ = ("waiting", "by_lexeme", "expected")
+
+    def __init__(self, dotted: frozenset[int], tables: EarleyTables) -> None:
         waiting: dict[int, list[int]] = {}
         by_lexeme: dict[int, list[int]] = {}
-        accepting = False
-        for it in items:
-            sym = tables.next_symbol[it & _DOT_MASK]
-            if sym is None:
-                if tables.lhs[it & _DOT_MASK] == tables.start_nt and it >> _DOT_BITS == 0:
-                    accepting = True
-            elif sym >= 0:
-                waiting.setdefault(sym, []).append(it)
-            else:
-                by_lexeme.setdefault(-1 - sym, []).append(it)
+        for d in dotted:
+            sym = tables.next_symbol[d]
+            if sym is not None and sym >= 0:
+                waiting.setdefault(sym, []).append(d)
+            elif sym is not None:
+                by_lexeme.setdefault(-1 - sym, []).append(d)
         self.waiting = waiting
         self.by_lexeme = by_lexeme
         self.expected = frozenset(by_lexeme)
+
+
+class ParseState:
+    """One Earley set and, through ``sets``, every set before it. Immutable once built.
+
+    Items are split in two: the *dynamic* ones (origin before this set: scanned or completed) kept
+    one by one, and the predicted ones, shared through a ``_Predicted`` table.
+    """
+
+    __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "_scans")
+
+    def __init__(self, sets: tuple[ParseState, ...], items: set[int], predicted: _Predicted,
+                 accepting: bool, tables: EarleyTables) -> None:
+        self.sets = sets  # the earlier states, by index
+        self.index = len(sets)
+        waiting: dict[int, list[int]] = {}
+        by_lexeme: dict[int, list[int]] = {}
+        for it in items:
+            sym = tables.next_symbol[it & _DOT_MASK]
+            if sym is not None and sym >= 0:
+                waiting.setdefault(sym, []).append(it)
+            elif sym is not None:
+                by_lexeme.setdefault(-1 - sym, []).append(it)
+        self._waiting = waiting
+        self._by_lexeme = by_lexeme
+        self._predicted = predicted
+        self.expected = predicted.expected.union(by_lexeme) if by_lexeme else predicted.expected
         self.accepting = accepting
         self._scans: dict[frozenset[int], ParseState | None] = {}
+
+    def waiting_for(self, nonterminal: int) -> list[int]:
+        """Items of this set whose next symbol is ``nonterminal`` (to advance when it completes)."""
+        base = self.index << _DOT_BITS
+        return self._waiting.get(nonterminal, []) + [base | d for d in self._predicted.waiting.get(nonterminal, ())]
+
+    def scanning(self, lexemes: frozenset[int]) -> list[int]:
+        """Items of this set advanced over a lexeme in ``lexemes``."""
+        base = self.index << _DOT_BITS
+        out = []
+        for lex in lexemes:
+            out.extend(it + 1 for it in self._by_lexeme.get(lex, ()))
+            out.extend((base | d) + 1 for d in self._predicted.by_lexeme.get(lex, ()))
+        return out
 
 
 class EarleyParser:
@@ -87,49 +146,54 @@ class EarleyParser:
 
     def __init__(self, tables: EarleyTables) -> None:
         self.tables = tables
-        t = tables
-        self.initial = self._close((), [(0 << _DOT_BITS) | d for d in t.alt_starts[t.start_nt]])
+        self._predicted: dict[frozenset[int], _Predicted] = {}
+        self.initial = self._close((), [], {tables.start_nt})
 
     def scan(self, state: ParseState, lexemes: frozenset[int]) -> ParseState | None:
-        """The state after one lexeme matched by any of ``lexemes`` (same text), or None if none fits."""
+        """The state after one lexeme matched by any of ``lexemes`` (same text), or None if none fits.
+
+        Results are memoised on ``state``, except on the initial state: it lives as long as the compiled
+        grammar, and memoising there would keep every parse of every request alive through the chain
+        of memos. Elsewhere a memo lives exactly as long as a request holds the state.
+        """
         memo = state._scans
         if lexemes in memo:
             return memo[lexemes]
-        kernel = [it + 1 for lex in lexemes for it in state.by_lexeme.get(lex, ())]
-        result = self._close(state.sets + (state,), kernel) if kernel else None
-        memo[lexemes] = result
+        kernel = state.scanning(lexemes)
+        result = self._close(state.sets + (state,), kernel, set()) if kernel else None
+        if state.index:
+            memo[lexemes] = result
         return result
 
-    def _close(self, sets: tuple[ParseState, ...], kernel: Iterable[int]) -> ParseState:
+    def _close(self, sets: tuple[ParseState, ...], kernel: list[int], predicted: set[int]) -> ParseState:
+        """Complete the kernel items (all with an origin before this set) and gather predictions."""
         t = self.tables
-        k = len(sets)
         items = set(kernel)
         agenda = list(items)
-        predicted: set[int] = set()
         while agenda:
             it = agenda.pop()
             dotted = it & _DOT_MASK
             sym = t.next_symbol[dotted]
             if sym is None:
-                origin = it >> _DOT_BITS
-                if origin == k:
-                    continue  # an empty derivation: already advanced over at prediction (nullable)
-                for parent in sets[origin].waiting.get(t.lhs[dotted], ()):
+                for parent in sets[it >> _DOT_BITS].waiting_for(t.lhs[dotted]):
                     if parent + 1 not in items:
                         items.add(parent + 1)
                         agenda.append(parent + 1)
             elif sym >= 0:
-                if sym not in predicted:
-                    predicted.add(sym)
-                    for d in t.alt_starts[sym]:
-                        new = (k << _DOT_BITS) | d
-                        if new not in items:
-                            items.add(new)
-                            agenda.append(new)
+                predicted.add(sym)
                 if sym in t.nullable and it + 1 not in items:
                     items.add(it + 1)
                     agenda.append(it + 1)
-        return ParseState(sets, frozenset(items), t)
+        key = frozenset(predicted)
+        table = self._predicted.get(key)
+        if table is None:
+            table = self._predicted[key] = _Predicted(frozenset().union(*(t.predicts[nt] for nt in key)), t)
+        if sets:
+            done = t.start_done
+            accepting = any(it & _DOT_MASK == done and it >> _DOT_BITS == 0 for it in items)
+        else:
+            accepting = t.start_nt in t.nullable
+        return ParseState(sets, items, table, accepting, t)
 
 
 def _nullable(rules: list[list[tuple[int, ...]]]) -> frozenset[int]:
