@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 from dataclasses import dataclass, field
 
 from banister.automaton import RegexAutomaton, TokenAutomaton
@@ -77,6 +79,41 @@ class Compiler:
         unique = list(dict.fromkeys(choices))
         pattern = "|".join(f"(?:{escape_regex(c)})" for c in unique)
         return self._cached("choice", "\x00".join(unique), lambda: self._regex_automaton(pattern))
+
+    def json_schema(self, schema: Mapping[str, Any] | bool | str, **options: Any) -> CompiledGrammar:
+        """Compile a JSON Schema (a dict, a boolean, or its JSON text); the output is JSON valid under it.
+
+        ``options`` are those of :func:`banister.grammar.json_schema.json_schema_to_grammar`:
+        ``strict``, ``key_order`` ("schema" or "any"), ``whitespace`` ("flexible", "compact",
+        "pretty"), ``max_whitespace``, ``max_nesting``, ``draft``, ``unsupported_formats``.
+        Raises ``SchemaError`` naming the keyword and its JSON pointer, or ``LimitError``.
+        """
+        from banister.grammar.json_schema import json_schema_to_grammar
+
+        text = schema if isinstance(schema, str) else json.dumps(schema, sort_keys=True)
+        key = text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
+        return self._cached("json_schema", key, lambda: self._grammar_automaton(json_schema_to_grammar(schema, **options)))
+
+    def json(self, **options: Any) -> CompiledGrammar:
+        """Compile JSON mode: any JSON value (the schema ``{}``), nested at most ``max_nesting`` deep."""
+        from banister.grammar.json_schema import json_grammar
+
+        key = json.dumps(options, sort_keys=True, default=repr)
+        return self._cached("json", key, lambda: self._grammar_automaton(json_grammar(**options)))
+
+    def grammar(self, text: str, syntax: Literal["gbnf", "lark"], **options: Any) -> CompiledGrammar:
+        """Compile a grammar written in ``syntax`` (stated, never guessed): GBNF or Lark.
+
+        ``options`` go to :func:`~banister.grammar.ebnf.parse_gbnf` / :func:`~banister.grammar.ebnf.parse_lark`
+        (``start`` and size limits). Raises ``GrammarError`` naming the line and column.
+        """
+        from banister.grammar.ebnf import parse_gbnf, parse_lark
+
+        parsers = {"gbnf": parse_gbnf, "lark": parse_lark}
+        if syntax not in parsers:
+            raise ValueError(f"syntax must be 'gbnf' or 'lark', got {syntax!r}")
+        key = syntax + "\x00" + text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
+        return self._cached("grammar", key, lambda: self._grammar_automaton(parsers[syntax](text, **options)))
 
     def grammar_ir(self, grammar: Grammar) -> CompiledGrammar:
         """Compile a grammar already in the rule form (what every grammar front end produces)."""
