@@ -46,7 +46,7 @@ def run(vocab_name: str, engine_names: list[str]) -> list[dict]:
     named = load_named(vocab_name)
     vocab = named.vocab
     vocab.trie  # noqa: B018 - vocabulary-level table, built once per vocabulary (as peers build theirs)
-    engines = [make_engine(name, vocab) for name in engine_names]
+    engines = [make_engine(name, vocab, named.encode) for name in engine_names]
     rows = []
     for pattern, member in CASES:
         tokens = named.encode(member)

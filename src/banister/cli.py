@@ -84,6 +84,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
+    from banister.bench.maskbench import main_maskbench
+
+    return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
+                          json_out=args.json, show_failures=args.show_failures)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="banister", description="Structured generation for language models.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,6 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--show", type=int, default=10, help="how many allowed start tokens to list")
     comp.add_argument("--json", action="store_true", help="print one JSON object")
     comp.set_defaults(run=_cmd_compile)
+
+    bench = sub.add_parser("bench", help="benchmarks side by side with the peer engines")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    mb = bench_sub.add_parser("maskbench", help="the MaskBench protocol for every engine over the same records")
+    mb.add_argument("--data", required=True, help="MaskBench records: JSON lines, optionally gzipped")
+    mb.add_argument("--tokenizer", default="llama3", help="named vocabulary (default llama3)")
+    mb.add_argument("--engines", default="banister,llguidance,xgrammar",
+                    help="comma-separated: banister, llguidance, xgrammar, outlines-core (banister first for ratios)")
+    mb.add_argument("--limit", type=int, help="only the first N records (after --split)")
+    mb.add_argument("--split", help="only records of this split, e.g. Github_easy")
+    mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
+    mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
+    mb.set_defaults(run=_cmd_bench_maskbench)
     return parser
 
 

@@ -8,6 +8,7 @@ Every engine is built from the same banister ``Vocabulary`` so they all see iden
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,7 +39,7 @@ class Engine(Protocol):
 class BanisterEngine:
     name = "banister"
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> None:
         self.vocab = vocab
         self.compiler = Compiler(vocab, cache_size=0)
 
@@ -56,13 +57,13 @@ class BanisterEngine:
 class LLGuidanceEngine:
     name = "llguidance"
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> None:
         import llguidance
         import llguidance.numpy
 
         self._ll = llguidance
         self._fill = llguidance.numpy.fill_next_token_bitmask
-        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)))
+        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab, encode)))
 
     def _checked(self, grammar: str) -> str:
         is_error, messages = self._ll.LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
@@ -86,7 +87,7 @@ class LLGuidanceEngine:
 class XGrammarEngine:
     name = "xgrammar"
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> None:
         import xgrammar
 
         self._xgr = xgrammar
@@ -112,7 +113,7 @@ class XGrammarEngine:
 class OutlinesCoreEngine:
     name = "outlines-core"
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> None:
         import outlines_core
 
         self._oc = outlines_core
@@ -150,13 +151,16 @@ ENGINES: dict[str, type] = {
 }
 
 
-def make_engine(name: str, vocab: Vocabulary) -> Engine:
-    """Build engine ``name`` over ``vocab``; ``ImportError`` when its package is not installed."""
+def make_engine(name: str, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> Engine:
+    """Build engine ``name`` over ``vocab`` and its real tokeniser ``encode``.
+
+    Raises ``ImportError`` when the engine's package is not installed.
+    """
     try:
         cls = ENGINES[name]
     except KeyError:
         raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}") from None
-    return cls(vocab)
+    return cls(vocab, encode)
 
 
 class _Adapter:
@@ -166,30 +170,15 @@ class _Adapter:
 
 
 class _GuidanceTokenizer:
-    """What llguidance's TokenizerWrapper reads: tokens as bytes, EOS, specials and an encoder."""
+    """What llguidance's TokenizerWrapper reads: tokens as bytes, EOS, specials and the real encoder."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> None:
         self.eos_token_id = vocab.eos_token_ids[0]
         self.bos_token_id = None
         self.tokens = [vocab.token_bytes(i) for i in range(vocab.vocab_size)]
         self.special_token_ids = sorted(vocab.special_token_ids)
-        self._by_bytes: dict[bytes, int] = {}
-        for tid in range(len(vocab.tokens)):
-            if vocab.is_matchable(tid):
-                self._by_bytes.setdefault(vocab.tokens[tid], tid)
+        self._encode = encode
 
     def __call__(self, text: str) -> list[int]:
-        # llguidance only needs this for tokenising grammar literals; greedy longest match is enough.
-        data, out, table = text.encode("utf-8"), [], self._by_bytes
-        i = 0
-        while i < len(data):
-            for j in range(min(len(data), i + 64), i, -1):
-                tid = table.get(data[i:j])
-                if tid is not None:
-                    out.append(tid)
-                    i = j
-                    break
-            else:
-                raise ValueError(f"no token covers byte {data[i]:#x}")
-        return out
+        return self._encode(text)
 
