@@ -1,0 +1,177 @@
+"""AST -> byte-level NFA over UTF-8.
+
+States are integers. A state may carry byte edges ``(lo, hi, target)``, plain epsilon edges, and two
+kinds of conditional epsilon edges: ``bol`` edges (``^``, usable only at offset 0) and ``eol`` edges
+(``$``, usable only when no byte follows). Character sets become small DAGs of byte edges that share
+common prefixes and suffixes, so ``[^"\\\\]`` costs about ten states whatever the size of the set.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from banister.errors import LimitError
+from banister.regex import charset
+from banister.regex.charset import Ranges
+from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
+from banister.regex.utf8 import ByteRange, utf8_sequences
+
+Sequence = tuple[ByteRange, ...]
+
+
+class NFA:
+    """The automaton; ``universal`` is the search-mode trailing any-text loop (-1 in whole-match mode)."""
+
+    def __init__(self) -> None:
+        self.byte_edges: list[list[tuple[int, int, int]]] = []
+        self.eps: list[list[int]] = []
+        self.bol: list[list[int]] = []
+        self.eol: list[list[int]] = []
+        self.start = -1
+        self.accept = -1
+        self.universal = -1
+
+    @property
+    def n_states(self) -> int:
+        return len(self.eps)
+
+    def add_state(self) -> int:
+        self.byte_edges.append([])
+        self.eps.append([])
+        self.bol.append([])
+        self.eol.append([])
+        return len(self.eps) - 1
+
+    def add_char_set(self, source: int, ranges: Ranges, target: int) -> None:
+        """Byte edges from ``source`` that reach ``target`` by exactly one code point of ``ranges``."""
+        plan = _char_set_plan(ranges)
+        base = len(self.eps) - 1
+        for _ in range(len(plan) - 1):
+            self.add_state()
+        for node, edges in enumerate(plan):
+            state = source if node == 0 else base + node
+            self.byte_edges[state].extend((lo, hi, target if child < 0 else base + child) for lo, hi, child in edges)
+
+
+Plan = tuple[tuple[tuple[int, int, int], ...], ...]
+
+
+@lru_cache(maxsize=1024)
+def _char_set_plan(ranges: Ranges) -> Plan:
+    """The byte-edge DAG of a code-point set: node 0 is the source, child -1 the target.
+
+    Sequences are grouped by their first byte range (shared prefixes) and identical groups of tails
+    become one node (shared suffixes).
+    """
+    nodes: list[tuple[tuple[int, int, int], ...]] = [()]
+    made: dict[tuple[Sequence, ...], int] = {}
+
+    def edges(tails: tuple[Sequence, ...]) -> tuple[tuple[int, int, int], ...]:
+        groups: dict[ByteRange, list[Sequence]] = {}
+        for tail in tails:
+            groups.setdefault(tail[0], []).append(tail[1:])
+        return tuple((lo, hi, child(tuple(rests))) for (lo, hi), rests in groups.items())
+
+    def child(tails: tuple[Sequence, ...]) -> int:
+        if not tails[0]:
+            return -1
+        node = made.get(tails)
+        if node is None:
+            node = made[tails] = len(nodes)
+            nodes.append(())
+            nodes[node] = edges(tails)
+        return node
+
+    sequences = tuple(tuple(seq) for lo, hi in ranges for seq in utf8_sequences(lo, hi))
+    if sequences:
+        nodes[0] = edges(sequences)
+    return tuple(nodes)
+
+
+def nfa_size(node: Node) -> int:
+    """The number of states :func:`build_nfa` creates for ``node`` (checked before building)."""
+    if isinstance(node, CharSet):
+        return len(_char_set_plan(node.ranges))
+    if isinstance(node, Concat):
+        return sum(nfa_size(item) for item in node.items)
+    if isinstance(node, Alternate):
+        return 1 + sum(nfa_size(option) for option in node.options)
+    if isinstance(node, Anchor):
+        return 1
+    item = nfa_size(node.item)
+    if node.max is None:
+        return 1 + item * max(node.min, 1)
+    return node.max * item + (node.max - node.min)
+
+
+def build_nfa(node: Node, *, search: bool, max_nfa_states: int) -> NFA:
+    """The NFA of ``node``: whole-match, or (``search``) matching anywhere unless anchored."""
+    needed = nfa_size(node) + (2 * len(_char_set_plan(charset.ANY)) + 1 if search else 1)
+    if needed > max_nfa_states:
+        raise LimitError(
+            f"the regex needs about {needed} NFA states, more than max_nfa_states={max_nfa_states}",
+            setting="max_nfa_states",
+        )
+    nfa = NFA()
+    nfa.accept = nfa.add_state()
+    end = nfa.accept
+    if search:
+        end = nfa.universal = nfa.add_state()
+        nfa.add_char_set(end, charset.ANY, end)
+        nfa.eps[end].append(nfa.accept)
+    entry = _Builder(nfa).build(node, end)
+    if search:
+        loop = nfa.add_state()
+        nfa.add_char_set(loop, charset.ANY, loop)
+        nfa.eps[loop].append(entry)
+        entry = loop
+    nfa.start = entry
+    return nfa
+
+
+class _Builder:
+    """Thompson construction, right to left: ``build(node, nxt)`` returns the entry state of ``node``."""
+
+    def __init__(self, nfa: NFA) -> None:
+        self.nfa = nfa
+
+    def build(self, node: Node, nxt: int) -> int:
+        nfa = self.nfa
+        if isinstance(node, CharSet):
+            state = nfa.add_state()
+            nfa.add_char_set(state, node.ranges, nxt)
+            return state
+        if isinstance(node, Concat):
+            for item in reversed(node.items):
+                nxt = self.build(item, nxt)
+            return nxt
+        if isinstance(node, Alternate):
+            state = nfa.add_state()
+            nfa.eps[state].extend(self.build(option, nxt) for option in node.options)
+            return state
+        if isinstance(node, Anchor):
+            state = nfa.add_state()
+            (nfa.bol if node.kind == "start" else nfa.eol)[state].append(nxt)
+            return state
+        return self.repeat(node, nxt)
+
+    def repeat(self, node: Repeat, nxt: int) -> int:
+        nfa = self.nfa
+        if nfa_size(node.item) == 0:  # builds no state: matches only the empty string, so does any repeat
+            return nxt
+        if node.max is None:
+            loop = nfa.add_state()
+            body = self.build(node.item, loop)
+            nfa.eps[loop].extend((body, nxt))
+            entry = loop if node.min == 0 else body
+            mandatory = max(node.min - 1, 0)
+        else:
+            entry = nxt
+            for _ in range(node.max - node.min):
+                optional = nfa.add_state()
+                nfa.eps[optional].extend((self.build(node.item, entry), nxt))
+                entry = optional
+            mandatory = node.min
+        for _ in range(mandatory):
+            entry = self.build(node.item, entry)
+        return entry

@@ -1,0 +1,48 @@
+"""The regex AST: only what decides the language (groups, names and laziness are gone after parsing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from banister.regex.charset import Ranges
+
+
+@dataclass(frozen=True, slots=True)
+class CharSet:
+    """One code point from ``ranges`` (normalized; empty matches nothing)."""
+
+    ranges: Ranges
+
+
+@dataclass(frozen=True, slots=True)
+class Concat:
+    """The items one after another; no items matches the empty string."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alternate:
+    """Any one of the options."""
+
+    options: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """``item`` repeated ``min`` to ``max`` times (``max`` None: unbounded)."""
+
+    item: Node
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """``^`` (``kind == "start"``: only at offset 0) or ``$`` (``"end"``: only at the end of the text)."""
+
+    kind: Literal["start", "end"]
+
+
+Node = CharSet | Concat | Alternate | Repeat | Anchor

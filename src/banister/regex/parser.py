@@ -1,0 +1,287 @@
+"""Regex text -> AST, for the ECMA-262 syntax JSON Schema ``pattern`` uses (code-point semantics).
+
+Everything is parsed into plain sets of code points, concatenation, alternation, bounded or unbounded
+repetition and the ``^``/``$`` anchors. Constructs that are not regular (backreferences, lookaround) or
+not supported (``\\b``, ``\\p{...}``) and malformed input raise :class:`RegexError` with the offset of
+the offending construct.
+"""
+
+from __future__ import annotations
+
+import re
+
+from banister.errors import RegexError
+from banister.regex import charset
+from banister.regex.charset import Ranges
+from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
+from banister.regex.utf8 import MAX_CODE_POINT, SURROGATE_HI, SURROGATE_LO
+
+_BRACED = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
+_GROUP_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*>")
+_HEX2 = re.compile(r"[0-9A-Fa-f]{2}")
+_HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
+_HEX_BRACED = re.compile(r"\{([0-9A-Fa-f]+)\}")
+_CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
+_MAX_GROUP_DEPTH = 100
+
+
+def parse_regex(pattern: str) -> Node:
+    """The AST of ``pattern``; a leading ``(?i)`` makes every letter match both ASCII cases."""
+    return _Parser(pattern).parse()
+
+
+class _Parser:
+    """Recursive descent over the pattern text; ``pos`` is the offset of the next unread character."""
+
+    def __init__(self, pattern: str) -> None:
+        self.text = pattern
+        self.pos = 0
+        self.ignore_case = False
+        self.depth = 0
+        self.names: set[str] = set()
+
+    def error(self, message: str, position: int) -> RegexError:
+        return RegexError(message, self.text, position)
+
+    def peek(self, offset: int = 0) -> str:
+        i = self.pos + offset
+        return self.text[i] if i < len(self.text) else ""
+
+    def parse(self) -> Node:
+        for i, ch in enumerate(self.text):
+            if SURROGATE_LO <= ord(ch) <= SURROGATE_HI:
+                raise self.error("lone surrogate character (not encodable as UTF-8)", i)
+        if self.text.startswith("(?i)"):
+            self.ignore_case = True
+            self.pos = 4
+        node = self.disjunction()
+        if self.pos < len(self.text):
+            raise self.error("unbalanced ')'", self.pos)
+        return node
+
+    def disjunction(self) -> Node:
+        options = [self.alternative()]
+        while self.peek() == "|":
+            self.pos += 1
+            options.append(self.alternative())
+        return options[0] if len(options) == 1 else Alternate(tuple(options))
+
+    def alternative(self) -> Node:
+        items: list[Node] = []
+        while self.pos < len(self.text) and self.peek() not in "|)":
+            items.append(self.term())
+        return items[0] if len(items) == 1 else Concat(tuple(items))
+
+    def term(self) -> Node:
+        start = self.pos
+        ch = self.peek()
+        if ch in ("^", "$"):
+            self.pos += 1
+            anchor = Anchor("start" if ch == "^" else "end")
+            if self.quantifier() is not None:
+                raise self.error(f"nothing to repeat: the anchor {ch!r} cannot be quantified", self.pos - 1)
+            return anchor
+        if ch in "*+?" or (ch == "{" and _BRACED.match(self.text, start)):
+            raise self.error(f"nothing to repeat before {ch!r}", start)
+        atom = self.atom()
+        bounds = self.quantifier()
+        if bounds is None:
+            return atom
+        return Repeat(atom, bounds[0], bounds[1])
+
+    def atom(self) -> Node:
+        ch = self.peek()
+        if ch == "(":
+            return self.group()
+        if ch == "[":
+            return self.char_class()
+        if ch == ".":
+            self.pos += 1
+            return CharSet(charset.DOT)
+        if ch == "\\":
+            return self.atom_escape()
+        self.pos += 1
+        return self.char_set(charset.single(ord(ch)))
+
+    def char_set(self, ranges: Ranges) -> CharSet:
+        return CharSet(charset.fold_ascii_case(ranges) if self.ignore_case else ranges)
+
+    def quantifier(self) -> tuple[int, int | None] | None:
+        """Reads a quantifier (and its lazy ``?``) if one follows; laziness does not change the language."""
+        start = self.pos
+        ch = self.peek()
+        bounds: tuple[int, int | None]
+        if ch == "*":
+            bounds, self.pos = (0, None), start + 1
+        elif ch == "+":
+            bounds, self.pos = (1, None), start + 1
+        elif ch == "?":
+            bounds, self.pos = (0, 1), start + 1
+        elif ch == "{" and (m := _BRACED.match(self.text, start)):
+            low = int(m.group(1))
+            high = low if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+            if high is not None and high < low:
+                raise self.error("numbers out of order in {} quantifier", start)
+            bounds, self.pos = (low, high), m.end()
+        else:
+            return None
+        if self.peek() == "?":
+            self.pos += 1
+        return bounds
+
+    def group(self) -> Node:
+        start = self.pos
+        text = self.text
+        if text.startswith("(?", start):
+            if text.startswith("(?:", start):
+                self.pos = start + 3
+            elif text.startswith(("(?=", "(?!"), start):
+                raise self.error("lookahead is not regular (not supported)", start)
+            elif text.startswith(("(?<=", "(?<!"), start):
+                raise self.error("lookbehind is not regular (not supported)", start)
+            elif text.startswith("(?P=", start):
+                raise self.error("backreference (?P=...) is not regular (not supported)", start)
+            elif text.startswith(("(?<", "(?P<"), start):
+                self.pos = start + (3 if text[start + 2] == "<" else 4)
+                self.group_name()
+            elif text.startswith("(?i)", start):
+                raise self.error("the inline flag (?i) is only supported at the very start", start)
+            else:
+                raise self.error(f"unknown group construct {text[start : start + 3]!r}", start)
+        else:
+            self.pos = start + 1
+        self.depth += 1
+        if self.depth > _MAX_GROUP_DEPTH:
+            raise self.error(f"groups nested more than {_MAX_GROUP_DEPTH} deep", start)
+        body = self.disjunction()
+        self.depth -= 1
+        if self.peek() != ")":
+            raise self.error("missing ')' for this group", start)
+        self.pos += 1
+        return body
+
+    def group_name(self) -> None:
+        start = self.pos
+        m = _GROUP_NAME.match(self.text, start)
+        if m is None:
+            raise self.error("bad group name", start)
+        name = m.group(0)[:-1]
+        if name in self.names:
+            raise self.error(f"duplicate group name {name!r}", start)
+        self.names.add(name)
+        self.pos = m.end()
+
+    def atom_escape(self) -> Node:
+        start = self.pos
+        ch = self.peek(1)
+        if ch in ("b", "B"):
+            raise self.error(f"the word-boundary assertion \\{ch} is not supported", start)
+        if ch and ch in "123456789":
+            raise self.error("backreferences are not regular (not supported)", start)
+        if ch == "k" and self.peek(2) == "<":
+            raise self.error("backreferences are not regular (not supported)", start)
+        value = self.escape(in_class=False)
+        return self.char_set(charset.single(value) if isinstance(value, int) else value)
+
+    def escape(self, *, in_class: bool) -> int | Ranges:
+        """Reads ``\\...`` at ``pos``: a code point or, for ``\\d``-like escapes, a set."""
+        start = self.pos
+        ch = self.peek(1)
+        self.pos += 2
+        if not ch:
+            raise self.error("trailing backslash", start)
+        if ch in charset.CLASS_ESCAPES:
+            return charset.CLASS_ESCAPES[ch]
+        if ch in _CONTROL_ESCAPES:
+            return _CONTROL_ESCAPES[ch]
+        if ch == "0":
+            if self.peek() and self.peek() in "0123456789":
+                raise self.error("octal escapes are not supported", start)
+            return 0
+        if ch == "x":
+            m = _HEX2.match(self.text, self.pos)
+            if m is None:
+                raise self.error("bad \\x escape: needs two hex digits", start)
+            self.pos = m.end()
+            return int(m.group(0), 16)
+        if ch == "u":
+            return self.unicode_escape(start)
+        if ch == "c":
+            letter = self.peek()
+            if not (letter.isascii() and letter.isalpha()):
+                raise self.error("bad \\c escape: needs an ASCII letter", start)
+            self.pos += 1
+            return ord(letter) % 32
+        if ch in ("p", "P"):
+            raise self.error(f"Unicode property escapes \\{ch}{{...}} are not supported", start)
+        if in_class and ch == "b":
+            return 0x08
+        if ch.isascii() and ch.isalnum():
+            raise self.error(f"bad escape \\{ch}", start)
+        return ord(ch)
+
+    def unicode_escape(self, start: int) -> int:
+        """``\\uHHHH`` (a surrogate pair of them makes one code point) or ``\\u{H...}``."""
+        m = _HEX_BRACED.match(self.text, self.pos)
+        if m is not None:
+            value = int(m.group(1), 16)
+            if value > MAX_CODE_POINT:
+                raise self.error("code point above U+10FFFF", start)
+            if SURROGATE_LO <= value <= SURROGATE_HI:
+                raise self.error("lone surrogate escape (not encodable as UTF-8)", start)
+            self.pos = m.end()
+            return value
+        m = _HEX4.match(self.text, self.pos)
+        if m is None:
+            raise self.error("bad \\u escape: needs four hex digits or {hex}", start)
+        value = int(m.group(0), 16)
+        self.pos = m.end()
+        if 0xD800 <= value <= 0xDBFF and self.text.startswith("\\u", self.pos):
+            low = _HEX4.match(self.text, self.pos + 2)
+            if low is not None and 0xDC00 <= int(low.group(0), 16) <= 0xDFFF:
+                self.pos = low.end()
+                return 0x10000 + ((value - 0xD800) << 10) + (int(low.group(0), 16) - 0xDC00)
+        if SURROGATE_LO <= value <= SURROGATE_HI:
+            raise self.error("lone surrogate escape (not encodable as UTF-8)", start)
+        return value
+
+    def char_class(self) -> CharSet:
+        start = self.pos
+        self.pos += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.pos += 1
+        parts: list[tuple[int, int]] = []
+        while True:
+            if self.pos >= len(self.text):
+                raise self.error("unterminated character class", start)
+            if self.peek() == "]":
+                self.pos += 1
+                break
+            first_pos = self.pos
+            first = self.class_atom()
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                last = self.class_atom()
+                if not isinstance(first, int) or not isinstance(last, int):
+                    raise self.error("a class escape cannot bound a character range", first_pos)
+                if first > last:
+                    raise self.error("character range out of order", first_pos)
+                parts.append((first, last))
+            elif isinstance(first, int):
+                parts.append((first, first))
+            else:
+                parts.extend(first)
+        ranges = charset.normalize(parts)
+        if self.ignore_case:
+            ranges = charset.fold_ascii_case(ranges)
+        return CharSet(charset.negate(ranges) if negated else ranges)
+
+    def class_atom(self) -> int | Ranges:
+        if self.peek() != "\\":
+            self.pos += 1
+            return ord(self.text[self.pos - 1])
+        ch = self.peek(1)
+        if ch == "B" or ch == "k" or (ch and ch in "123456789"):
+            raise self.error(f"bad escape \\{ch} in character class", self.pos)
+        return self.escape(in_class=True)
