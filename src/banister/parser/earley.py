@@ -19,12 +19,16 @@ _DOT_MASK = (1 << _DOT_BITS) - 1
 
 
 class EarleyTables:
-    """The grammar in integer form, shared by every parse of it."""
+    """The grammar in integer form, shared by every parse of it.
 
-    def __init__(self, grammar: Grammar, *, max_symbols: int = 1 << 19) -> None:
+    ``empty_lexemes`` are lexemes whose regex matches nothing; alternatives using them are dropped.
+    """
+
+    def __init__(self, grammar: Grammar, empty_lexemes: frozenset[Lexeme] = frozenset(), *,
+                 max_symbols: int = 1 << 19) -> None:
         if grammar.size > max_symbols:
             raise LimitError(f"grammar has {grammar.size} symbols, more than {max_symbols}", "max_grammar_symbols")
-        rules = _prune_useless(grammar)
+        rules = _prune_useless(grammar, empty_lexemes)
         names = list(rules)
         self.lexemes: tuple[Lexeme, ...] = tuple(dict.fromkeys(s for alts in rules.values() for alt in alts for s in alt if isinstance(s, Lexeme)))
         lexeme_id = {lex: i for i, lex in enumerate(self.lexemes)}
@@ -208,11 +212,8 @@ def _nullable(rules: list[list[tuple[int, ...]]]) -> frozenset[int]:
     return frozenset(nullable)
 
 
-def _prune_useless(grammar: Grammar) -> dict[str, list[tuple]]:
-    """Drop alternatives using rules that derive no text, then rules the start can't reach."""
-    from banister.regex import DEAD, compile_regex
-
-    empty_lexemes = {lex for lex in grammar.lexemes if compile_regex(lex.pattern).start == DEAD}
+def _prune_useless(grammar: Grammar, empty_lexemes: frozenset[Lexeme]) -> dict[str, list[tuple]]:
+    """Drop alternatives using rules or lexemes that match no text, then rules the start can't reach."""
     productive: set[str] = set()
     changed = True
     while changed:

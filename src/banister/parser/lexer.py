@@ -8,22 +8,43 @@ alike), so building a context costs states x classes, not states x 256.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from functools import lru_cache
 
 import numpy as np
 
 from banister.errors import LimitError
-from banister.regex import DEAD, RegexDFA
+from banister.regex import DEAD, RegexDFA, compile_regex
+
+_context_ids = itertools.count()
+
+
+@lru_cache(maxsize=8192)
+def lexeme_dfa(pattern: str, max_states: int) -> RegexDFA:
+    """The fully built DFA of a lexeme, shared by every grammar (lexemes recur across schemas)."""
+    dfa = compile_regex(pattern, max_states=max_states)
+    dfa.expand_from(dfa.start)
+    return dfa
+
+
+@lru_cache(maxsize=8192)
+def lexer_context(patterns: frozenset[str], max_states: int) -> LexerContext:
+    """The lexer context of a set of lexeme patterns, shared by every grammar that allows that set."""
+    return LexerContext(patterns, max_states=max_states)
 
 
 class LexerContext:
-    """The product DFA of ``lexeme_ids`` (indices into ``dfas``); built eagerly, immutable afterwards."""
+    """The product DFA of a set of lexemes; built eagerly, immutable afterwards.
 
-    def __init__(self, ident: int, lexeme_ids: frozenset[int], dfas: Sequence[RegexDFA], *, max_states: int) -> None:
-        self.ident = ident
-        self.lexeme_ids = lexeme_ids
-        ids = sorted(lexeme_ids)
-        comps = [dfas[i] for i in ids]
+    ``patterns[i]`` is lexeme ``i`` of this context; ``accept_sets`` hold such indices. ``ident`` is
+    unique in the process, so caches keyed by it can be shared across grammars.
+    """
+
+    def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
+        self.ident = next(_context_ids)
+        self.patterns: tuple[str, ...] = tuple(sorted(patterns))
+        ids = range(len(self.patterns))
+        comps = [lexeme_dfa(p, max_states) for p in self.patterns]
         tables = [d.transitions[: d.n_states] for d in comps]
         if tables:
             columns = np.concatenate(tables, axis=0).T  # 256 x total component states
@@ -70,6 +91,7 @@ class LexerContext:
                 accept_id[s] = accept_sets.setdefault(acc, len(accept_sets))
         self.accept_id = accept_id
         self.accept_sets: list[frozenset[int]] = list(accept_sets)
+        self.accept_patterns: list[frozenset[str]] = [frozenset(self.patterns[i] for i in acc) for acc in accept_sets]
         self.accepting = accept_id >= 0
         live = self.transitions != 0
         self.live_bytes = [np.flatnonzero(live[s]).astype(np.uint8).tobytes() for s in range(len(order))]

@@ -16,6 +16,8 @@ the walk they came from and the context they continue in.
 from __future__ import annotations
 
 import itertools
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,8 +26,8 @@ from banister.automaton import _WHOLE_TRIE, walk_tokens
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
 from banister.parser.earley import EarleyParser, EarleyTables, ParseState
-from banister.parser.lexer import LexerContext
-from banister.regex import compile_regex
+from banister.parser.lexer import LexerContext, lexeme_dfa, lexer_context
+from banister.regex import DEAD
 from banister.vocab import Vocabulary
 
 Hypothesis = tuple[ParseState, "LexerContext | None", int]
@@ -49,22 +51,19 @@ class GrammarAutomaton:
         *,
         max_states: int = 10_000,
         max_grammar_symbols: int = 1 << 19,
-        max_cached_walks: int = 200_000,
     ) -> None:
         self.vocab = vocab
         self.grammar = grammar
-        self.tables = EarleyTables(grammar, max_symbols=max_grammar_symbols)
-        self.parser = EarleyParser(self.tables)
-        self._dfas = []
-        for lexeme in self.tables.lexemes:
-            dfa = compile_regex(lexeme.pattern, max_states=max_states)
-            dfa.expand_from(dfa.start)
-            self._dfas.append(dfa)
         self._max_states = max_states
+        dfas = {lex: lexeme_dfa(lex.pattern, max_states) for lex in grammar.lexemes}
+        empty = frozenset(lex for lex, dfa in dfas.items() if dfa.start == DEAD)
+        self.tables = EarleyTables(grammar, empty, max_symbols=max_grammar_symbols)
+        self.parser = EarleyParser(self.tables)
+        self._patterns = [lex.pattern for lex in self.tables.lexemes]
+        self._lexeme_id = {p: i for i, p in enumerate(self._patterns)}
         self._contexts: dict[frozenset[int], LexerContext] = {}
-        self._walks: dict[tuple, _Walk] = {}
-        self._walk_ids = itertools.count()
-        self._max_cached_walks = max_cached_walks
+        self._accepts: dict[tuple[int, int], frozenset[int]] = {}
+        self._walks = _walk_cache(vocab)
         self._words = bitmask_words(vocab.vocab_size)
         self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
         self.context(self.parser.initial)  # fail at compile time if the first context is too big
@@ -72,17 +71,25 @@ class GrammarAutomaton:
     # -- lexer contexts ---------------------------------------------------------------------------------
 
     def context(self, parse: ParseState) -> LexerContext:
-        """The lexer context of the lexemes ``parse`` expects (built once per distinct set)."""
+        """The lexer context of the lexemes ``parse`` expects (shared across grammars by pattern set)."""
         ctx = self._contexts.get(parse.expected)
         if ctx is None:
-            ctx = LexerContext(len(self._contexts), parse.expected, self._dfas, max_states=self._max_states)
-            self._contexts[parse.expected] = ctx
+            patterns = frozenset(self._patterns[i] for i in parse.expected)
+            ctx = self._contexts[parse.expected] = lexer_context(patterns, self._max_states)
         return ctx
+
+    def _scan(self, parse: ParseState, ctx: LexerContext, aid: int) -> ParseState | None:
+        """The parse after the lexemes of accept set ``aid`` of ``ctx`` matched."""
+        key = (ctx.ident, aid)
+        lexemes = self._accepts.get(key)
+        if lexemes is None:
+            lexemes = self._accepts[key] = frozenset(self._lexeme_id[p] for p in ctx.accept_patterns[aid])
+        return self.parser.scan(parse, lexemes)
 
     def _end(self, parse: ParseState, ctx: LexerContext, lex: int) -> ParseState | None:
         """The parse after ending the current lexeme here, or None when no lexeme is complete."""
-        aid = ctx.accept_id[lex]
-        return None if aid < 0 else self.parser.scan(parse, ctx.accept_sets[aid])
+        aid = int(ctx.accept_id[lex])
+        return None if aid < 0 else self._scan(parse, ctx, aid)
 
     # -- the TokenAutomaton interface -------------------------------------------------------------------
 
@@ -171,12 +178,12 @@ class GrammarAutomaton:
         walk = self._walks.get(key)
         if walk is None:
             walk = self._walk(ctx, start, roots)
-            if len(self._walks) >= self._max_cached_walks:
+            if len(self._walks) >= MAX_CACHED_WALKS:
                 self._walks.clear()
             self._walks[key] = walk
         out |= walk.words
         for aid, sub_roots in walk.groups:
-            after = self.parser.scan(parse, ctx.accept_sets[aid])
+            after = self._scan(parse, ctx, aid)
             if after is None:
                 continue
             c2 = self.context(after)
@@ -191,4 +198,21 @@ class GrammarAutomaton:
             for aid in np.unique(ids):
                 groups.append((int(aid), np.ascontiguousarray(nodes[ids == aid])))
         words.setflags(write=False)
-        return _Walk(next(self._walk_ids), words, tuple(groups))
+        return _Walk(next(_walk_ids), words, tuple(groups))
+
+
+MAX_CACHED_WALKS = 200_000
+"""Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
+
+_walk_ids = itertools.count()
+_walk_caches: weakref.WeakKeyDictionary[Vocabulary, dict[tuple, _Walk]] = weakref.WeakKeyDictionary()
+_walk_caches_lock = threading.Lock()
+
+
+def _walk_cache(vocab: Vocabulary) -> dict[tuple, _Walk]:
+    """The walks of one vocabulary, shared by all its grammars: lexer contexts recur across schemas."""
+    with _walk_caches_lock:
+        cache = _walk_caches.get(vocab)
+        if cache is None:
+            cache = _walk_caches[vocab] = {}
+        return cache
