@@ -97,35 +97,17 @@ class GrammarAutomaton:
         hyps = state
         for b in data:
             nxt: set[Hypothesis] = set()
-            for parse, ctx, lex in hyps:
-                if ctx is None:
-                    ctx = self.context(parse)
-                    lex = ctx.start
-                else:
-                    after = self._end(parse, ctx, lex)
-                    if after is not None:
-                        c2 = self.context(after)
-                        s2 = int(c2.transitions[c2.start, b])
-                        if s2:
-                            nxt.add((after, c2, s2))
-                s1 = int(ctx.transitions[lex, b])
-                if s1:
-                    nxt.add((parse, ctx, s1))
+            for parse, ctx, lex, _ in self._branches(hyps):
+                s = int(ctx.transitions[lex, b])
+                if s:
+                    nxt.add((parse, ctx, s))
             if not nxt:
                 return None
             hyps = frozenset(nxt)
         return hyps
 
     def is_accepting(self, state: GrammarState) -> bool:
-        for parse, ctx, lex in state:
-            if ctx is None:
-                if parse.accepting:
-                    return True
-                continue
-            after = self._end(parse, ctx, lex)
-            if after is not None and after.accepting:
-                return True
-        return False
+        return any(boundary and parse.accepting for parse, _, _, boundary in self._branches(state))
 
     def is_final(self, state: GrammarState) -> bool:
         return self.is_accepting(state) and not self._live_bytes(state)
@@ -146,30 +128,34 @@ class GrammarAutomaton:
 
     def token_mask(self, state: GrammarState) -> np.ndarray:
         out = np.zeros(self._words, dtype=np.uint32)
-        for parse, ctx, lex in state:
-            if ctx is None:
-                ctx = self.context(parse)
-                lex = ctx.start
+        for parse, ctx, lex, _ in self._branches(state):
             self._collect((ctx.ident, lex), parse, ctx, lex, _WHOLE_TRIE, out)
-            after = self._end(parse, ctx, lex)
-            if after is not None:  # the lexeme may end before the token's first byte
-                c2 = self.context(after)
-                self._collect((c2.ident, c2.start), after, c2, c2.start, _WHOLE_TRIE, out)
         return out
 
     # -- internals --------------------------------------------------------------------------------------
 
-    def _live_bytes(self, state: GrammarState) -> set[int]:
-        live: set[int] = set()
+    def _branches(self, state: GrammarState) -> list[tuple[ParseState, LexerContext, int, bool]]:
+        """Where the next byte may be read: ``(parse, context, lexer state, at a lexeme boundary)``.
+
+        A hypothesis inside a lexeme reads on in it; if the lexeme could end here, it also reads from
+        the start of the next context, after the parser has scanned the lexeme.
+        """
+        out = []
         for parse, ctx, lex in state:
             if ctx is None:
                 ctx = self.context(parse)
-                lex = ctx.start
-            else:
-                after = self._end(parse, ctx, lex)
-                if after is not None:
-                    c2 = self.context(after)
-                    live.update(c2.live_bytes[c2.start])
+                out.append((parse, ctx, ctx.start, True))
+                continue
+            out.append((parse, ctx, lex, False))
+            after = self._end(parse, ctx, lex)
+            if after is not None:
+                c2 = self.context(after)
+                out.append((after, c2, c2.start, True))
+        return out
+
+    def _live_bytes(self, state: GrammarState) -> set[int]:
+        live: set[int] = set()
+        for _, ctx, lex, _ in self._branches(state):
             live.update(ctx.live_bytes[lex])
         return live
 
