@@ -89,7 +89,9 @@ class LexerContext:
             acc = frozenset(lex for lex, comp, cs in zip(ids, comps, tup) if cs != DEAD and comp.is_accepting(int(cs)))
             if acc:
                 accept_id[s] = accept_sets.setdefault(acc, len(accept_sets))
+        self.components: list[tuple[int, ...]] = order  # each state's tuple of lexeme DFA states
         self.accept_id = accept_id
+        self.accept_index = accept_sets  # accept set (lexeme indices) -> its id
         self.accept_sets: list[frozenset[int]] = list(accept_sets)
         self.accept_patterns: list[frozenset[str]] = [frozenset(self.patterns[i] for i in acc) for acc in accept_sets]
         self.accepting = accept_id >= 0

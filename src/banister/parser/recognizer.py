@@ -63,7 +63,7 @@ class GrammarAutomaton:
         self._lexeme_id = {p: i for i, p in enumerate(self._patterns)}
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
-        self._walks = _walk_cache(vocab)
+        self._walks, self._lexeme_walks = _walk_caches(vocab)
         self._words = bitmask_words(vocab.vocab_size)
         self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
         self.context(self.parser.initial)  # fail at compile time if the first context is too big
@@ -176,29 +176,78 @@ class GrammarAutomaton:
             self._collect((walk.ident, aid, c2.ident), after, c2, c2.start, sub_roots, out)
 
     def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray) -> _Walk:
+        if roots is _WHOLE_TRIE and len(ctx.patterns) <= 62:
+            return self._walk_by_lexeme(ctx, start)
         words = np.zeros(self._words, dtype=np.uint32)
         nodes, states = walk_tokens(self.vocab, ctx.transitions, ctx.accepting, start, roots, words)
-        groups: list[tuple[int, np.ndarray]] = []
-        if nodes.size:
-            ids = ctx.accept_id[states]
-            for aid in np.unique(ids):
-                groups.append((int(aid), np.ascontiguousarray(nodes[ids == aid])))
+        return self._grouped(words, nodes, ctx.accept_id[states])
+
+    def _walk_by_lexeme(self, ctx: LexerContext, start: int) -> _Walk:
+        """A whole-trie walk of a context state, assembled from the walks of its lexemes' states.
+
+        The product is alive exactly when some lexeme is, so its allowed tokens are the union of the
+        lexemes' own, and a crossing's accept set is the set of lexemes accepting at that node. The
+        lexeme walks are cached per vocabulary and shared by every context and grammar that uses the
+        lexeme: a new context costs a few ORs, not a walk of the trie.
+        """
+        words = np.zeros(self._words, dtype=np.uint32)
+        nodes, bits = [], []
+        for i, component in enumerate(ctx.components[start]):
+            if component == DEAD:
+                continue
+            lexeme_words, crossings = self._lexeme_walk(ctx.patterns[i], int(component))
+            words |= lexeme_words
+            if crossings.size:
+                nodes.append(crossings)
+                bits.append(np.full(crossings.size, 1 << i, dtype=np.int64))
+        if not nodes:
+            return self._grouped(words, np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32))
+        all_nodes, all_bits = np.concatenate(nodes), np.concatenate(bits)
+        order = np.argsort(all_nodes, kind="stable")
+        all_nodes, all_bits = all_nodes[order], all_bits[order]
+        unique_nodes, first = np.unique(all_nodes, return_index=True)
+        masks = np.bitwise_or.reduceat(all_bits, first)
+        lookup = {}
+        for m in np.unique(masks).tolist():
+            lookup[m] = ctx.accept_index[frozenset(i for i in range(len(ctx.patterns)) if m >> i & 1)]
+        aids = np.fromiter((lookup[m] for m in masks.tolist()), dtype=np.int32, count=masks.size)
+        return self._grouped(words, unique_nodes.astype(np.int32), aids)
+
+    def _lexeme_walk(self, pattern: str, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(allowed words, crossing nodes) of one lexeme's DFA state over the whole trie (cached)."""
+        key = (pattern, state)
+        hit = self._lexeme_walks.get(key)
+        if hit is None:
+            dfa = lexeme_dfa(pattern, self._max_states)
+            words = np.zeros(self._words, dtype=np.uint32)
+            nodes, _ = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
+            words.setflags(write=False)
+            if len(self._lexeme_walks) >= MAX_CACHED_WALKS:
+                self._lexeme_walks.clear()
+            hit = self._lexeme_walks[key] = (words, nodes)
+        return hit
+
+    @staticmethod
+    def _grouped(words: np.ndarray, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
+        groups = tuple((int(aid), np.ascontiguousarray(nodes[aids == aid])) for aid in np.unique(aids))
         words.setflags(write=False)
-        return _Walk(next(_walk_ids), words, tuple(groups))
+        return _Walk(next(_walk_ids), words, groups)
 
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
 
 _walk_ids = itertools.count()
-_walk_caches: weakref.WeakKeyDictionary[Vocabulary, dict[tuple, _Walk]] = weakref.WeakKeyDictionary()
-_walk_caches_lock = threading.Lock()
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]]
+_vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
+_vocab_caches_lock = threading.Lock()
 
 
-def _walk_cache(vocab: Vocabulary) -> dict[tuple, _Walk]:
-    """The walks of one vocabulary, shared by all its grammars: lexer contexts recur across schemas."""
-    with _walk_caches_lock:
-        cache = _walk_caches.get(vocab)
-        if cache is None:
-            cache = _walk_caches[vocab] = {}
-        return cache
+def _walk_caches(vocab: Vocabulary) -> _WalkCaches:
+    """The walks of one vocabulary, shared by all its grammars (lexemes and contexts recur across
+    schemas): context walks by key, and lexeme walks by (pattern, DFA state)."""
+    with _vocab_caches_lock:
+        caches = _vocab_caches.get(vocab)
+        if caches is None:
+            caches = _vocab_caches[vocab] = ({}, {})
+        return caches
