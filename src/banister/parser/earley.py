@@ -9,11 +9,14 @@ each lexeme the parser expects leads somewhere acceptance is reachable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref
 
+K = TypeVar("K")
+S = TypeVar("S")
 _DOT_BITS = 20
 _DOT_MASK = (1 << _DOT_BITS) - 1
 
@@ -56,10 +59,16 @@ class EarleyTables:
         self.start_done = self.alt_starts[start_id][0] + 1  # S' -> start .
         self.nullable = _nullable(rules_int)
         self.rule_names = names + ["<start>"]
-        self.predicts = [self._prediction_closure(nt) for nt in range(len(rules_int))]
+        self._predicts: dict[int, frozenset[int]] = {}
+
+    def predicts(self, nonterminal: int) -> frozenset[int]:
+        """Dotted items added when ``nonterminal`` is predicted: transitively, advanced over nullables."""
+        hit = self._predicts.get(nonterminal)
+        if hit is None:
+            hit = self._predicts[nonterminal] = self._prediction_closure(nonterminal)
+        return hit
 
     def _prediction_closure(self, nonterminal: int) -> frozenset[int]:
-        """Dotted items added when ``nonterminal`` is predicted: transitively, advanced over nullables."""
         seen_nt = {nonterminal}
         items: set[int] = set()
         agenda = list(self.alt_starts[nonterminal])
@@ -191,7 +200,7 @@ class EarleyParser:
         key = frozenset(predicted)
         table = self._predicted.get(key)
         if table is None:
-            table = self._predicted[key] = _Predicted(frozenset().union(*(t.predicts[nt] for nt in key)), t)
+            table = self._predicted[key] = _Predicted(frozenset().union(*(t.predicts(nt) for nt in key)), t)
         if sets:
             done = t.start_done
             accepting = any(it & _DOT_MASK == done and it >> _DOT_BITS == 0 for it in items)
@@ -200,36 +209,50 @@ class EarleyParser:
         return ParseState(sets, items, table, accepting, t)
 
 
+def _derivable(rules: Mapping[K, Sequence[Sequence[S]]], rule_of: Callable[[S], K | None],
+               terminal_ok: Callable[[S], bool]) -> set[K]:
+    """The least set of rules having an alternative whose every symbol is an ok terminal or a rule in
+    the set (nullable rules, productive rules). Linear time: each alternative counts what it still needs."""
+    waiting: dict[K, list[tuple[K, int]]] = {}
+    missing: dict[tuple[K, int], int] = {}
+    queue: list[K] = []
+    for name, alternatives in rules.items():
+        for a, alt in enumerate(alternatives):
+            refs = [rule_of(sym) for sym in alt]
+            if any(r is None and not terminal_ok(sym) for r, sym in zip(refs, alt)):
+                continue
+            needed = [r for r in refs if r is not None]
+            missing[(name, a)] = len(needed)
+            for r in needed:
+                waiting.setdefault(r, []).append((name, a))
+            if not needed:
+                queue.append(name)
+    done: set[K] = set()
+    while queue:
+        name = queue.pop()
+        if name in done:
+            continue
+        done.add(name)
+        for key in waiting.get(name, ()):
+            missing[key] -= 1
+            if missing[key] == 0:
+                queue.append(key[0])
+    return done
+
+
 def _nullable(rules: list[list[tuple[int, ...]]]) -> frozenset[int]:
-    nullable: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for nt, alternatives in enumerate(rules):
-            if nt not in nullable and any(all(s >= 0 and s in nullable for s in alt) for alt in alternatives):
-                nullable.add(nt)
-                changed = True
-    return frozenset(nullable)
+    return frozenset(_derivable(dict(enumerate(rules)), lambda s: s if s >= 0 else None, lambda s: False))
 
 
 def _prune_useless(grammar: Grammar, empty_lexemes: frozenset[Lexeme]) -> dict[str, list[tuple]]:
     """Drop alternatives using rules or lexemes that match no text, then rules the start can't reach."""
-    productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alternatives in grammar.rules.items():
-            if name not in productive and any(
-                all((isinstance(s, Lexeme) and s not in empty_lexemes) or (isinstance(s, Ref) and s.name in productive) for s in alt)
-                for alt in alternatives
-            ):
-                productive.add(name)
-                changed = True
+    productive = _derivable(grammar.rules, lambda s: s.name if isinstance(s, Ref) else None,
+                            lambda s: s not in empty_lexemes)
     if grammar.start not in productive:
         raise GrammarError(f"the start rule {grammar.start!r} derives no text at all")
 
     def usable(alt: tuple) -> bool:
-        return all((isinstance(s, Lexeme) and s not in empty_lexemes) or (isinstance(s, Ref) and s.name in productive) for s in alt)
+        return all(s.name in productive if isinstance(s, Ref) else s not in empty_lexemes for s in alt)
 
     reachable, stack = {grammar.start}, [grammar.start]
     while stack:
