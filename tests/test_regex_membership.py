@@ -16,7 +16,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from pathlib import Path
 
 import pytest
 import regex  # type: ignore[import-untyped]
@@ -26,7 +25,7 @@ from hypothesis import strategies as st
 from banister.errors import RegexError
 from banister.regex import compile_regex
 
-MASKBENCH = Path("/work/shared/data/maskbench/dev.jsonl.gz")
+from shared_data import MASKBENCH_DEV as MASKBENCH
 
 ECMA_SPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 SPACE_CHARS = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0xA0, 0x1680, *range(0x2000, 0x200B)]
