@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from functools import cache, lru_cache
-from pathlib import Path
 
 import pytest
 
