@@ -123,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
     mb.set_defaults(run=_cmd_bench_maskbench)
+
+    from banister.lab.commands import add_commands as add_lab_commands
+
+    add_lab_commands(sub)
     return parser
 
 
