@@ -1,0 +1,367 @@
+"""Small DFAs over code points, for the string (and number) constraints a single regex can't combine.
+
+JSON Schema puts several independent constraints on one string (``pattern`` twice through ``allOf``,
+``pattern`` with ``maxLength``, ``format``, the keys ``additionalProperties`` leaves over). banister's
+regexes have no intersection or complement, so these are combined here on DFAs whose edges are
+code-point ranges, then turned back into a regex (state elimination) or, when that regex would be too
+large, into grammar rules by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from banister.errors import LimitError
+from banister.regex import DEAD, compile_regex
+from banister.regex.charset import Ranges, normalize
+
+MAX_CP = 0x10FFFF
+Edge = tuple[int, int, int]
+
+
+class CharDFA:
+    """A DFA over code points: ``edges[s]`` holds sorted, disjoint ``(lo, hi, target)``; a missing code
+    point leads to the implicit dead state. State 0 is the start."""
+
+    __slots__ = ("accepting", "edges")
+
+    def __init__(self, edges: list[list[Edge]], accepting: list[bool]) -> None:
+        self.edges = edges
+        self.accepting = accepting
+
+    @property
+    def n_states(self) -> int:
+        return len(self.edges)
+
+    def step(self, state: int, cp: int) -> int:
+        """The next state, or -1 (dead)."""
+        for lo, hi, target in self.edges[state]:
+            if lo <= cp <= hi:
+                return target
+            if lo > cp:
+                break
+        return -1
+
+    def matches(self, text: str) -> bool:
+        state = 0
+        for ch in text:
+            state = self.step(state, ord(ch))
+            if state < 0:
+                return False
+        return self.accepting[state]
+
+
+def _merge(items: Iterable[Edge]) -> list[Edge]:
+    out: list[Edge] = []
+    for lo, hi, target in sorted(items):
+        if out and out[-1][2] == target and out[-1][1] + 1 == lo:
+            out[-1] = (out[-1][0], hi, target)
+        else:
+            out.append((lo, hi, target))
+    return out
+
+
+def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000) -> CharDFA:
+    """The code-point DFA of a regex (banister syntax; ``search`` as in :func:`compile_regex`)."""
+    dfa = compile_regex(pattern, search=search, max_states=max_states)
+    dfa.expand_from(dfa.start)
+    table = dfa.transitions.tolist()
+    memo: dict[tuple[int, int], list[Edge]] = {}
+
+    def tails(state: int, k: int) -> list[Edge]:
+        found = memo.get((state, k))
+        if found is not None:
+            return found
+        out: list[Edge] = []
+        row = table[state]
+        for b in range(0x80, 0xC0):
+            t = row[b]
+            if t == DEAD:
+                continue
+            base = (b & 0x3F) << (6 * (k - 1))
+            if k == 1:
+                out.append((base, base, t))
+            else:
+                out.extend((base + lo, base + hi, tt) for lo, hi, tt in tails(t, k - 1))
+        found = memo[(state, k)] = _merge(out)
+        return found
+
+    index = {dfa.start: 0}
+    order = [dfa.start]
+    edges: list[list[Edge]] = []
+    for state in order:
+        row = table[state]
+        raw: list[Edge] = [(b, b, row[b]) for b in range(0x80) if row[b] != DEAD]
+        for leads, k, mask in (
+            (range(0xC2, 0xE0), 1, 0x1F),
+            (range(0xE0, 0xF0), 2, 0x0F),
+            (range(0xF0, 0xF5), 3, 0x07),
+        ):
+            for lead in leads:
+                s1 = row[lead]
+                if s1 != DEAD:
+                    base = (lead & mask) << (6 * k)
+                    raw.extend((base + lo, base + hi, t) for lo, hi, t in tails(s1, k))
+        out = []
+        for lo, hi, t in _merge(raw):
+            if t not in index:
+                index[t] = len(order)
+                order.append(t)
+            out.append((lo, hi, index[t]))
+        edges.append(_merge(out))
+    return CharDFA(edges, [dfa.is_accepting(s) for s in order])
+
+
+def literals(strings: Iterable[str]) -> CharDFA:
+    """The DFA of a finite set of strings (a trie)."""
+    edges: list[dict[int, int]] = [{}]
+    accepting = [False]
+    for text in strings:
+        state = 0
+        for ch in text:
+            nxt = edges[state].get(ord(ch))
+            if nxt is None:
+                nxt = edges[state][ord(ch)] = len(edges)
+                edges.append({})
+                accepting.append(False)
+            state = nxt
+        accepting[state] = True
+    return CharDFA([[(cp, cp, t) for cp, t in sorted(e.items())] for e in edges], accepting)
+
+
+def length(min_len: int, max_len: int | None) -> CharDFA:
+    """Strings of ``min_len`` to ``max_len`` (None: unbounded) code points."""
+    top = max_len if max_len is not None else min_len
+    edges = [[(0, MAX_CP, i + 1)] for i in range(top)]
+    edges.append([(0, MAX_CP, top)] if max_len is None else [])
+    return CharDFA(edges, [i >= min_len for i in range(top + 1)])
+
+
+def product_states(dfas: Sequence[CharDFA], *, max_states: int) -> tuple[CharDFA, list[tuple[int, ...]]]:
+    """All of ``dfas`` run side by side: the (untrimmed, all-accepting) product and, per product state,
+    the tuple of component states (-1: that component is dead; dead components are real absorbing
+    states here, so complements work)."""
+    start = tuple(0 for _ in dfas)
+    index = {start: 0}
+    order = [start]
+    edges: list[list[Edge]] = []
+    for combo in order:
+        points = {0, MAX_CP + 1}
+        for dfa, s in zip(dfas, combo):
+            if s >= 0:
+                for lo, hi, _ in dfa.edges[s]:
+                    points.add(lo)
+                    points.add(hi + 1)
+        cuts = sorted(points)
+        pointers = [0] * len(dfas)
+        out: list[Edge] = []
+        for lo, nxt in zip(cuts, cuts[1:]):
+            targets = []
+            for i, (dfa, s) in enumerate(zip(dfas, combo)):
+                t = -1
+                if s >= 0:
+                    row = dfa.edges[s]
+                    p = pointers[i]
+                    while p < len(row) and row[p][1] < lo:
+                        p += 1
+                    pointers[i] = p
+                    if p < len(row) and row[p][0] <= lo:
+                        t = row[p][2]
+                targets.append(t)
+            key = tuple(targets)
+            found = index.get(key)
+            if found is None:
+                if len(order) >= max_states:
+                    raise LimitError(
+                        f"combining string constraints needs more than {max_states} automaton states",
+                        setting="max_string_states",
+                    )
+                found = index[key] = len(order)
+                order.append(key)
+            out.append((lo, nxt - 1, found))
+        edges.append(_merge(out))
+    return CharDFA(edges, [True] * len(order)), order
+
+
+def flags(dfas: Sequence[CharDFA], combo: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which components accept in a product state."""
+    return tuple(s >= 0 and dfa.accepting[s] for dfa, s in zip(dfas, combo))
+
+
+def product(dfas: Sequence[CharDFA], accept: Callable[[tuple[bool, ...]], bool], *, max_states: int) -> CharDFA:
+    """The trimmed product of ``dfas`` accepting where ``accept(their acceptances)``;
+    ``product([d], lambda a: not a[0])`` is the complement of ``d``."""
+    both, combos = product_states(dfas, max_states=max_states)
+    return trim(CharDFA(both.edges, [accept(flags(dfas, c)) for c in combos]))
+
+
+def trim(dfa: CharDFA) -> CharDFA:
+    """Keep the states reachable from the start that can reach acceptance (renumbered, start first)."""
+    n = dfa.n_states
+    back: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(dfa.edges):
+        for _, _, t in row:
+            back[t].append(s)
+    alive = [False] * n
+    todo = [s for s in range(n) if dfa.accepting[s]]
+    for s in todo:
+        alive[s] = True
+    while todo:
+        s = todo.pop()
+        for p in back[s]:
+            if not alive[p]:
+                alive[p] = True
+                todo.append(p)
+    if not alive[0]:
+        return CharDFA([[]], [False])
+    index = {0: 0}
+    order = [0]
+    for s in order:
+        for _, _, t in dfa.edges[s]:
+            if alive[t] and t not in index:
+                index[t] = len(order)
+                order.append(t)
+    edges = [_merge((lo, hi, index[t]) for lo, hi, t in dfa.edges[s] if alive[t]) for s in order]
+    return CharDFA(edges, [dfa.accepting[s] for s in order])
+
+
+def is_empty(dfa: CharDFA) -> bool:
+    """Whether no string is accepted (``dfa`` trimmed)."""
+    return not dfa.accepting[0] and not dfa.edges[0]
+
+
+def minimize(dfa: CharDFA) -> CharDFA:
+    """The minimal trimmed DFA of the same language (Moore's partition refinement)."""
+    dfa = trim(dfa)
+    classes = [1 if a else 0 for a in dfa.accepting]
+    count = len(set(classes))
+    while True:
+        signatures: dict[tuple, int] = {}
+        new = []
+        for s, row in enumerate(dfa.edges):
+            sig = (classes[s], tuple(_merge((lo, hi, classes[t]) for lo, hi, t in row)))
+            new.append(signatures.setdefault(sig, len(signatures)))
+        classes = new
+        if len(signatures) == count:
+            break
+        count = len(signatures)
+    remap = {classes[0]: 0}
+    for c in classes:
+        remap.setdefault(c, len(remap))
+    edges: list[list[Edge]] = [[] for _ in remap]
+    accepting = [False] * len(remap)
+    done = set()
+    for s, row in enumerate(dfa.edges):
+        c = remap[classes[s]]
+        if c in done:
+            continue
+        done.add(c)
+        accepting[c] = dfa.accepting[s]
+        edges[c] = _merge((lo, hi, remap[classes[t]]) for lo, hi, t in row)
+    return CharDFA(edges, accepting)
+
+
+class Rx:
+    """A regex under construction: text, whether it is one unit (safe to quantify), whether it has a
+    top-level ``|``, and its group nesting depth."""
+
+    __slots__ = ("alt", "atom", "depth", "text")
+
+    def __init__(self, text: str, *, atom: bool, alt: bool = False, depth: int = 0) -> None:
+        self.text, self.atom, self.alt, self.depth = text, atom, alt, depth
+
+
+EPS = Rx("", atom=True)
+"""The empty string."""
+
+
+def group(x: Rx) -> Rx:
+    """``x`` as one unit."""
+    return x if x.atom else Rx("(?:" + x.text + ")", atom=True, depth=x.depth + 1)
+
+
+def cat(a: Rx, b: Rx) -> Rx:
+    """``a`` then ``b``."""
+    if not a.text:
+        return b
+    if not b.text:
+        return a
+    a = group(a) if a.alt else a
+    b = group(b) if b.alt else b
+    return Rx(a.text + b.text, atom=False, depth=max(a.depth, b.depth))
+
+
+def alt(options: list[Rx]) -> Rx:
+    """Any of ``options`` (duplicates dropped; an empty option makes the rest optional)."""
+    seen: dict[str, Rx] = {}
+    for o in options:
+        seen.setdefault(o.text, o)
+    opts = list(seen.values())
+    if len(opts) == 1:
+        return opts[0]
+    if "" in seen:
+        rest = [o for o in opts if o.text]
+        body = rest[0] if len(rest) == 1 else alt(rest)
+        g = group(body)
+        return Rx(g.text + "?", atom=False, depth=g.depth)
+    return Rx("|".join(o.text for o in opts), atom=False, alt=True, depth=max(o.depth for o in opts))
+
+
+def star(x: Rx) -> Rx:
+    """Zero or more ``x``."""
+    if not x.text:
+        return x
+    g = group(x)
+    return Rx(g.text + "*", atom=False, depth=g.depth)
+
+
+def to_regex(dfa: CharDFA, label: Callable[[Ranges], str], *, max_length: int, max_depth: int = 80) -> str | None:
+    """A regex (safe to concatenate) for the language of the trimmed, non-empty ``dfa``, by state
+    elimination.
+
+    ``label(ranges)`` renders one edge (it must return a single unit). None when the regex would be
+    longer than ``max_length`` characters or nest groups deeper than ``max_depth``.
+    """
+    n = dfa.n_states
+    init, final = n, n + 1
+    out: dict[int, dict[int, Rx]] = {s: {} for s in range(n + 2)}
+    inc: dict[int, set[int]] = {s: set() for s in range(n + 2)}
+    for s, row in enumerate(dfa.edges):
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            by_target.setdefault(t, []).append((lo, hi))
+        for t, ranges in by_target.items():
+            usable = normalize(ranges)  # surrogates never occur in text
+            if usable:
+                out[s][t] = Rx(label(usable), atom=True)
+                inc[t].add(s)
+        if dfa.accepting[s]:
+            out[s][final] = EPS
+            inc[final].add(s)
+    out[init][0] = EPS
+    inc[0].add(init)
+    remaining = set(range(n))
+    while remaining:
+        k = min(remaining, key=lambda s: (len(inc[s] - {s}) * len(set(out[s]) - {s}), s))
+        remaining.discard(k)
+        loop = out[k].pop(k, None)
+        inc[k].discard(k)
+        middle = star(loop) if loop is not None else EPS
+        for p in inc[k]:
+            a = out[p].pop(k)
+            for q, b in out[k].items():
+                piece = cat(cat(a, middle), b)
+                old = out[p].get(q)
+                new = piece if old is None else alt([old, piece])
+                if len(new.text) > max_length or new.depth > max_depth:
+                    return None
+                out[p][q] = new
+                inc[q].add(p)
+        for q in out[k]:
+            inc[q].discard(k)
+        out[k] = {}
+        inc[k] = set()
+    result = out[init].get(final)
+    if result is None:
+        return None
+    return group(result).text if result.alt else result.text

@@ -1,0 +1,847 @@
+"""Shapes to grammar rules: one nonterminal per schema node, lexemes for keys, strings, numbers, punctuation.
+
+Nodes are compiled from a work list (never recursively), so recursive and deeply nested schemas build
+in time linear in what is reachable. Whitespace lives inside the punctuation lexemes (``{`` followed by
+whitespace, whitespace ``,`` whitespace, ...), so every run of whitespace belongs to exactly one lexeme and
+the cap on a run is exact. At the end, rules that derive no text are removed (a model is never steered
+into a dead end) and rules with one single-symbol alternative are inlined.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from banister.errors import GrammarError, LimitError, SchemaError
+from banister.grammar import json_automata
+from banister.grammar.ir import Alternative, Grammar, Lexeme, Ref, Symbol
+from banister.grammar.json_automata import CharDFA
+from banister.grammar.json_logic import (
+    ALL_TYPES,
+    FALSE,
+    TRUE,
+    TYPES,
+    ArrTerm,
+    Logic,
+    Node,
+    NumTerm,
+    ObjTerm,
+    StrTerm,
+    canon,
+    json_type,
+    node_and,
+    node_not,
+    string_dfa,
+    to_fraction,
+)
+from banister.grammar.json_numbers import exponent_forms, number_dfa
+from banister.grammar.json_strings import StringPlan, key_dfa_regex, string_plan
+from banister.grammar.json_text import (
+    ANY_CHAR,
+    INTEGER,
+    NUMBER,
+    char_class,
+    escape_text,
+    json_char,
+    json_keys_except,
+    json_strings,
+    number_value_regex,
+    signed_number_regex,
+)
+from banister.regex import DEAD, compile_regex
+from banister.regex.charset import normalize
+
+
+@dataclass(frozen=True)
+class SchemaSettings:
+    """Limits that keep compilation bounded; each error names the setting to raise."""
+
+    max_enum_values: int = field(
+        default=20_000, metadata={"doc": "Values of one enum (strings, numbers...) compiled into one lexeme."}
+    )
+    max_alternatives: int = field(
+        default=256,
+        metadata={"doc": "Alternatives (anyOf/oneOf branches after distributing allOf) for one schema location."},
+    )
+    max_depth: int = field(
+        default=200,
+        metadata={"doc": "Nesting of in-place applicators (allOf, anyOf, $ref chains...) expanded at once."},
+    )
+    max_object_states: int = field(
+        default=4096,
+        metadata={"doc": "States of one object's member sequence (count and presence tracking, any key order)."},
+    )
+    max_array_states: int = field(
+        default=4096, metadata={"doc": "States of one array's item sequence (positions, counts, contains)."}
+    )
+    max_unique_values: int = field(
+        default=8, metadata={"doc": "uniqueItems is enforced when items come from at most this many values."}
+    )
+    max_string_states: int = field(
+        default=2_000,
+        metadata={
+            "doc": "Automaton states when string constraints are combined (pattern with length, keys left over)."
+        },
+    )
+    max_number_states: int = field(
+        default=2_000, metadata={"doc": "Automaton states of one number constraint (bounds with multipleOf...)."}
+    )
+    max_regex_length: int = field(
+        default=20_000,
+        metadata={"doc": "Characters of a regex made from an automaton; larger ones become rules instead."},
+    )
+    max_lexeme_repeat: int = field(
+        default=32,
+        metadata={
+            "doc": "Longest counted run of string characters inside one lexeme; longer lengths are split into rules."
+        },
+    )
+    max_nfa_states: int = field(default=200_000, metadata={"doc": "NFA states of one lexeme's regex."})
+    max_grammar_size: int = field(default=1 << 19, metadata={"doc": "Symbols over all alternatives of the grammar."})
+    max_inline_regex_length: int = field(
+        default=1_000_000, metadata={"doc": "Characters of the regex json_schema_to_regex returns."}
+    )
+    time_limit_s: float = field(default=20.0, metadata={"doc": "Wall-clock limit for one compilation."})
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    key_order: str
+    whitespace: str
+    max_whitespace: int
+    max_nesting: int
+    settings: SchemaSettings
+    deadline: float
+
+
+class _Rules:
+    """Rules under construction, with lexeme checks and the final clean-up."""
+
+    def __init__(self, settings: SchemaSettings) -> None:
+        self.rules: dict[str, list[Alternative]] = {}
+        self._names = itertools.count()
+        self._lexemes: dict[str, Lexeme | None] = {}
+        self._size = 0
+        self._settings = settings
+
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}#{next(self._names)}"
+
+    def define(self, name: str, alternatives: Iterable[Iterable[Symbol | None]]) -> Ref:
+        """Define ``name``; alternatives holding a None (an empty language) are dropped."""
+        alts = [tuple(alt) for alt in alternatives]
+        kept = [alt for alt in alts if all(s is not None for s in alt)]
+        self.rules.setdefault(name, []).extend(kept)  # type: ignore[arg-type]
+        self._size += sum(len(a) + 1 for a in kept)
+        if self._size > self._settings.max_grammar_size:
+            raise LimitError(
+                f"the grammar grew past {self._settings.max_grammar_size} symbols", setting="max_grammar_size"
+            )
+        return Ref(name)
+
+    def add(self, prefix: str, alternatives: Iterable[Iterable[Symbol | None]]) -> Ref:
+        return self.define(self.fresh(prefix), alternatives)
+
+    def lexeme(self, pattern: str) -> Lexeme | None:
+        """A terminal for ``pattern``; None when it matches nothing."""
+        if pattern in self._lexemes:
+            return self._lexemes[pattern]
+        dfa = compile_regex(pattern, max_nfa_states=self._settings.max_nfa_states)
+        if dfa.is_accepting(dfa.start):
+            raise GrammarError(f"internal: lexeme {pattern[:80]!r} matches the empty string")
+        found = None if dfa.start == DEAD else Lexeme(pattern)
+        self._lexemes[pattern] = found
+        return found
+
+    def finish(self, start: Symbol | None) -> Grammar:
+        """The grammar from ``start``: unproductive and unreachable rules removed, unit rules inlined."""
+        if start is None:
+            return Grammar({"start": ()}, "start")
+        rules = dict(self.rules)
+        rules["start"] = [(start,)]
+        productive = _productive(rules)
+        if "start" not in productive:
+            return Grammar({"start": ()}, "start")
+        kept = {
+            name: [a for a in alts if all(isinstance(s, Lexeme) or s.name in productive for s in a)]
+            for name, alts in rules.items()
+            if name in productive
+        }
+        # Inline rules with a single one-symbol alternative.
+        alias: dict[str, Symbol] = {}
+        for name, alts in kept.items():
+            if name != "start" and len(alts) == 1 and len(alts[0]) == 1:
+                alias[name] = alts[0][0]
+
+        def resolve(sym: Symbol) -> Symbol:
+            seen = 0
+            while isinstance(sym, Ref) and sym.name in alias and seen < 1000:
+                sym = alias[sym.name]
+                seen += 1
+            return sym
+
+        out: dict[str, tuple[Alternative, ...]] = {}
+        todo = ["start"]
+        while todo:
+            name = todo.pop()
+            if name in out:
+                continue
+            unique = tuple(dict.fromkeys(tuple(resolve(s) for s in alt) for alt in kept[name]))
+            out[name] = unique
+            for alt in unique:
+                for s in alt:
+                    if isinstance(s, Ref) and s.name not in out:
+                        todo.append(s.name)
+        return Grammar(out, "start")
+
+
+def _productive(rules: dict[str, list[Alternative]]) -> set[str]:
+    users: dict[str, list[tuple[str, int]]] = {}
+    missing: dict[tuple[str, int], int] = {}
+    ready: list[str] = []
+    for name, alts in rules.items():
+        for i, alt in enumerate(alts):
+            refs = [s.name for s in alt if isinstance(s, Ref)]
+            missing[(name, i)] = len(refs)
+            for r in refs:
+                users.setdefault(r, []).append((name, i))
+            if not refs:
+                ready.append(name)
+    productive: set[str] = set()
+    while ready:
+        name = ready.pop()
+        if name in productive:
+            continue
+        productive.add(name)
+        for key in users.get(name, ()):
+            missing[key] -= 1
+            if missing[key] == 0:
+                ready.append(key[0])
+    return productive
+
+
+class JsonGrammarBuilder:
+    """Compiles schema nodes (see :mod:`json_logic`) into one grammar."""
+
+    def __init__(self, logic: Logic, options: BuildOptions) -> None:
+        self.logic = logic
+        self.o = options
+        self.s = options.settings
+        self.r = _Rules(options.settings)
+        self._nodes: dict[Node, Ref] = {}
+        self._queue: deque[tuple[Node, str]] = deque()
+        self._cache: dict[Any, Any] = {}
+        ws = options.whitespace
+        w = "" if ws != "flexible" or options.max_whitespace == 0 else f"[ \\t\\n\\r]{{0,{options.max_whitespace}}}"
+        colon, comma = (": ", ", ") if ws == "pretty" else (":", ",")
+        self.open_obj = self._lex(r"\{" + w)
+        self.close_obj = self._lex(w + r"\}")
+        self.empty_obj = self._lex(r"\{" + w + r"\}")
+        self.open_arr = self._lex(r"\[" + w)
+        self.close_arr = self._lex(w + r"\]")
+        self.empty_arr = self._lex(r"\[" + w + r"\]")
+        self.colon = self._lex(w + escape_text(colon) + w)
+        self.comma = self._lex(w + escape_text(comma) + w)
+        self.quote = self._lex('"')
+        self.string = self._lex('"' + ANY_CHAR + '*"')
+
+    @staticmethod
+    def _lex(pattern: str) -> Lexeme:
+        """A lexeme built here by construction (non-empty, never matching the empty string): not compiled
+        now; the test suite compiles every lexeme of the grammars it checks."""
+        return Lexeme(pattern)
+
+    def build(self, node: Node) -> Grammar:
+        start = self.symbol(node)
+        while self._queue:
+            if time.monotonic() > self.o.deadline:
+                raise LimitError("compiling the schema took too long", setting="time_limit_s")
+            item, name = self._queue.popleft()
+            self.r.define(name, ((s,) for s in self._alternatives(item)))
+        return self.r.finish(start)
+
+    def symbol(self, node: Node) -> Symbol | None:
+        """The nonterminal of a node (compiled later, from the work list); None for ``false``."""
+        if node == FALSE:
+            return None
+        if node == TRUE:
+            return self.any_value(self.o.max_nesting)
+        found = self._nodes.get(node)
+        if found is None:
+            name = self.r.fresh("node")
+            found = self._nodes[node] = Ref(name)
+            self.r.rules.setdefault(name, [])
+            self._queue.append((node, name))
+        return found
+
+    def _alternatives(self, node: Node) -> list[Symbol]:
+        out: list[Symbol | None] = []
+        for shape in self.logic.dnf(node):
+            shape = self.logic.prune(shape)
+            if shape.types == ALL_TYPES and all(shape.free(t) for t in TYPES):
+                out.append(self.any_value(self.o.max_nesting))
+                continue
+            for kind in TYPES:
+                if kind in shape.types:
+                    out.append(self._typed(kind, shape, node))
+        return [s for s in dict.fromkeys(out) if s is not None]
+
+    def _typed(self, kind: str, shape: Any, node: Node) -> Symbol | None:
+        if kind == "null":
+            return self._lex("null")
+        if kind == "boolean":
+            return self._lex("|".join(sorted("true" if b else "false" for b in shape.boolean)))
+        if kind == "number":
+            return self._cached(("num", shape.number), lambda: self.number(shape.number))
+        if kind == "string":
+            return self._cached(("str", shape.string), lambda: self.string_symbol(shape.string))
+        if kind == "array":
+            return self._cached(("arr", shape.array), lambda: self.array(shape.array))
+        return self._cached(("obj", shape.object, node), lambda: self.object(shape.object, node))
+
+    def _cached(self, key: Any, make: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    # ---------------------------------------------------------------------------------- free values
+
+    def any_value(self, depth: int) -> Symbol:
+        """Any JSON value with arrays and objects nested at most ``depth`` deep."""
+        key = ("any", depth)
+        if key in self._cache:
+            return self._cache[key]  # type: ignore[return-value]
+        scalars = [self._lex("null|true|false"), self._lex(NUMBER), self.string]
+        if depth == 0:
+            ref = self.r.add("any", [(s,) for s in scalars])
+        else:
+            inner = self.any_value(depth - 1)
+            member = self.r.add("member", [(self.string, self.colon, inner)])
+            members = self.r.add("members", [])
+            self.r.define(members.name, [(member,), (members, self.comma, member)])
+            items = self.r.add("items", [])
+            self.r.define(items.name, [(inner,), (items, self.comma, inner)])
+            obj = self.r.add("object", [(self.empty_obj,), (self.open_obj, members, self.close_obj)])
+            arr = self.r.add("array", [(self.empty_arr,), (self.open_arr, items, self.close_arr)])
+            ref = self.r.add("any", [*((s,) for s in scalars), (obj,), (arr,)])
+        self._cache[key] = ref
+        return ref
+
+    def value(self, value: Any) -> Symbol | None:
+        """Exactly one JSON value (objects in their own key order)."""
+        kind = json_type(value)
+        if kind == "null":
+            return self._lex("null")
+        if kind == "boolean":
+            return self._lex("true" if value else "false")
+        if kind == "number":
+            return self._lex(_number_values([to_fraction(value)], "any"))
+        if kind == "string":
+            return self._lex(json_strings([value]) or "")
+        if kind == "array":
+            if not value:
+                return self.empty_arr
+            body: list[Symbol | None] = [self.open_arr]
+            for i, v in enumerate(value):
+                body.extend([self.comma] if i else [])
+                body.append(self.value(v))
+            return self.r.add("const", [(*body, self.close_arr)])
+        if not value:
+            return self.empty_obj
+        body = [self.open_obj]
+        for i, (k, v) in enumerate(value.items()):
+            body.extend([self.comma] if i else [])
+            body.extend([self._lex(json_strings([k]) or ""), self.colon, self.value(v)])
+        return self.r.add("const", [(*body, self.close_obj)])
+
+    # ---------------------------------------------------------------------------------- numbers
+
+    def number(self, t: NumTerm) -> Symbol | None:
+        form = "plain" if t.plain else "fraction" if t.nonplain else "any"
+        if t.values is not None:
+            kept = sorted(v for v in t.values if t.admits(v))
+            if len(kept) > self.s.max_enum_values:
+                raise LimitError(f"an enum of {len(kept)} numbers", setting="max_enum_values")
+            values = _number_values(kept, form)
+            return self._lex(values) if values else None
+        simple = not (t.mult or t.nonmult or t.nonint or t.excluded or t.nonplain)
+        if simple and t.lo is None and t.hi is None:
+            if t.plain:
+                return self._lex(r"-?(?:0|[1-9][0-9]*)")
+            if t.integer:
+                return self._lex(f"{INTEGER}|{exponent_forms(None, False, None, False, integer=True)}")
+            return self._lex(NUMBER)
+        if simple and not t.integer and {t.lo, t.hi} <= {None, Fraction(0)}:
+            if t.lo is not None and t.hi is not None:
+                return self._lex(number_value_regex(Fraction(0)) or "") if not (t.lo_x or t.hi_x) else None
+            if t.lo is not None:
+                return self._lex(signed_number_regex("+", t.lo_x))
+            return self._lex(signed_number_regex("-", t.hi_x))
+        dfa = number_dfa(
+            t.lo,
+            t.lo_x,
+            t.hi,
+            t.hi_x,
+            integer=t.integer,
+            nonint=t.nonint,
+            fraction="forbid" if t.plain else "require" if t.nonplain else None,
+            mult=t.mult,
+            nonmult=t.nonmult,
+            excluded=t.excluded,
+            max_states=self.s.max_number_states,
+        )
+        if json_automata.is_empty(dfa):
+            return None
+        regex = json_automata.to_regex(dfa, char_class, max_length=self.s.max_regex_length)
+        if regex is None:
+            return self._dfa_rules(dfa, char_class, None, "number")
+        extra = exponent_forms(t.lo, t.lo_x, t.hi, t.hi_x, integer=t.integer) if simple and not t.plain else None
+        return self._lex(regex if extra is None else f"{regex}|{extra}")
+
+    # ---------------------------------------------------------------------------------- strings
+
+    def string_symbol(self, t: StrTerm) -> Symbol | None:
+        plan = string_plan(
+            t,
+            max_enum_values=self.s.max_enum_values,
+            max_states=self.s.max_string_states,
+            max_regex_length=self.s.max_regex_length,
+        )
+        return self._plan(plan)
+
+    def _plan(self, plan: StringPlan | None) -> Symbol | None:
+        if plan is None:
+            return None
+        if plan.kind == "regex":
+            return self.r.lexeme(plan.regex)
+        if plan.kind == "length":
+            return self._length(plan.min_len, plan.max_len)
+        assert plan.dfa is not None  # the three kinds are exhaustive
+        return self._dfa_rules(plan.dfa, json_char, self.quote, "chars")
+
+    def _length(self, low: int, high: int | None) -> Symbol | None:
+        """Strings of ``low..high`` characters; long runs are split into blocks of whole lexemes."""
+        block = self.s.max_lexeme_repeat
+        if (high is not None and high <= block) or (high is None and low <= block):
+            return self._lex('"' + _repeat(ANY_CHAR, low, high) + '"')
+        full = self._lex(_repeat(ANY_CHAR, block, block))
+        last = (high // block) if high is not None else -(-low // block)
+        names = [self.r.fresh("len") for _ in range(last + 1)]
+        for k, name in enumerate(names):
+            alts: list[tuple[Symbol | None, ...]] = []
+            r_lo = max(0, low - k * block)
+            r_hi = block - 1 if high is None else min(block - 1, high - k * block)
+            if r_lo <= r_hi:
+                alts.append((self._lex(_repeat(ANY_CHAR, r_lo, r_hi) + '"'),))
+            if k < last:
+                alts.append((full, Ref(names[k + 1])))
+            elif high is None:
+                alts.append((full, Ref(name)))
+            self.r.define(name, alts)
+        return self.r.add("string", [(self.quote, Ref(names[0]))])
+
+    def _dfa_rules(self, dfa: CharDFA, label: Any, close: Lexeme | None, prefix: str) -> Symbol:
+        """Right-linear rules for a DFA: one nonterminal per state, one lexeme per edge label."""
+        names = [self.r.fresh(prefix) for _ in range(dfa.n_states)]
+        for s, row in enumerate(dfa.edges):
+            by_target: dict[int, list[tuple[int, int]]] = {}
+            for lo, hi, t in row:
+                by_target.setdefault(t, []).append((lo, hi))
+            alts: list[tuple[Symbol | None, ...]] = [
+                (self._lex(label(usable)), Ref(names[t]))
+                for t, ranges in by_target.items()
+                if (usable := normalize(ranges))  # surrogates never occur in text
+            ]
+            if dfa.accepting[s]:
+                alts.append((close,) if close is not None else ())
+            self.r.define(names[s], alts)
+        if close is None:
+            return Ref(names[0])
+        return self.r.add("string", [(close, Ref(names[0]))])
+
+    # ---------------------------------------------------------------------------------- arrays
+
+    def array(self, t: ArrTerm) -> Symbol | None:
+        if t.values is not None:
+            kept = [v for v in (json.loads(x) for x in t.values) if self.logic._array_admits(t, v)]
+            return self.r.add("enum", [(self.value(v),) for v in kept]) if kept else None
+        if t.unique and (t.max_items is None or t.max_items > 1):
+            return self._unique_array(t)
+        positions = max([i + 1 for i, _ in t.at] + [s for s, _ in t.rest] + [c.start for c in t.contains] + [0])
+        counted = [c for c in t.contains if c.max is not None]
+        claimed = [c for c in t.contains if c.max is None and c.min > 0]
+        if len(t.contains) > 3:
+            raise SchemaError("more than three contains on one array", t.contains[0].where, "contains")
+        top = max(positions, t.min_items, 1) if t.max_items is None else max(positions, t.min_items, t.max_items)
+
+        def item_node(n: int) -> Node:
+            parts = [node for i, node in t.at if i == n] + [node for s, node in t.rest if s <= n]
+            return node_and(*parts)
+
+        caps = [c.max + 1 for c in counted] + [c.min for c in claimed]  # type: ignore[operator]
+
+        def final(state: tuple) -> bool:
+            n, counts = state
+            if n < t.min_items:
+                return False
+            for c, k in zip(counted + claimed, counts):
+                if k < c.min or (c.max is not None and k > c.max):
+                    return False
+            return True
+
+        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+            n, counts = state
+            if t.max_items is not None and n >= t.max_items:
+                return []
+            base = item_node(n)
+            options: list[tuple[Node, tuple]] = [(base, ())]
+            for c in counted + claimed:
+                active = n >= c.start
+                nxt_options = []
+                for node, ks in options:
+                    if not active:
+                        nxt_options.append((node, (*ks, 0)))
+                        continue
+                    nxt_options.append((node_and(node, c.node), (*ks, 1)))
+                    nxt_options.append((node_and(node, node_not(c.node)) if c.max is not None else node, (*ks, 0)))
+                options = nxt_options
+            out = []
+            for node, ks in options:
+                new_counts = tuple(min(k + d, cap) for k, d, cap in zip(counts, ks, caps))
+                if any(c.max is not None and k > c.max for c, k in zip(counted + claimed, new_counts)):
+                    continue
+                out.append((self.symbol(node), (min(n + 1, top), new_counts)))
+            return out
+
+        return self._sequence(
+            (0, tuple(0 for _ in caps)),
+            final,
+            moves,
+            self.open_arr,
+            self.close_arr,
+            self.empty_arr,
+            self.s.max_array_states,
+            "max_array_states",
+        )
+
+    def _sequence(
+        self,
+        start: tuple,
+        final: Any,
+        moves: Any,
+        open_: Lexeme,
+        close: Lexeme,
+        empty: Lexeme,
+        limit: int,
+        setting: str,
+    ) -> Symbol:
+        """Bracketed, comma-separated members driven by states: ``moves(state)`` lists (member symbol,
+        next state); the sequence may close in a state where ``final(state)``."""
+        first: dict[tuple, Ref] = {}
+        after: dict[tuple, Ref] = {}
+        todo: deque[tuple[bool, tuple]] = deque()
+
+        def ref(table: dict[tuple, Ref], state: tuple) -> Ref:
+            found = table.get(state)
+            if found is None:
+                if len(first) + len(after) > 2 * limit:
+                    raise LimitError(f"a member sequence needs more than {limit} states", setting=setting)
+                found = table[state] = Ref(self.r.fresh("item" if table is first else "then"))
+                todo.append((table is first, state))
+            return found
+
+        alts: list[tuple[Symbol | None, ...]] = [(open_, ref(first, start))]
+        if final(start):
+            alts.append((empty,))
+        while todo:
+            is_first, state = todo.popleft()
+            steps = moves(state)
+            if is_first:
+                self.r.define(first[state].name, [(sym, ref(after, nxt)) for sym, nxt in steps if sym is not None])
+            else:
+                more: list[tuple[Symbol | None, ...]] = [(close,)] if final(state) else []
+                if steps:
+                    more.append((self.comma, ref(first, state)))
+                self.r.define(after[state].name, more)
+        return self.r.add("seq", alts)
+
+    def _unique_array(self, t: ArrTerm) -> Symbol | None:
+        if t.at or t.contains or any(s > 0 for s, _ in t.rest):
+            raise SchemaError(
+                "uniqueItems with positional items or contains is not supported", t.unique or "", "uniqueItems"
+            )
+        item = node_and(*(n for _, n in t.rest))
+        values = self._finite_values(item)
+        if values is None or len(values) > self.s.max_unique_values:
+            raise SchemaError(
+                "uniqueItems is only enforced when items come from a few values (an enum, booleans)",
+                t.unique or "",
+                "uniqueItems",
+            )
+        symbols = [self.value(v) for v in values]
+
+        def final(state: tuple) -> bool:
+            n = bin(state[0]).count("1")
+            return n >= t.min_items
+
+        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+            used = state[0]
+            if t.max_items is not None and bin(used).count("1") >= t.max_items:
+                return []
+            return [(symbols[i], (used | (1 << i),)) for i in range(len(values)) if not used >> i & 1]
+
+        return self._sequence(
+            (0,),
+            final,
+            moves,
+            self.open_arr,
+            self.close_arr,
+            self.empty_arr,
+            self.s.max_array_states,
+            "max_array_states",
+        )
+
+    def _finite_values(self, node: Node) -> list[Any] | None:
+        """The values of a node when it admits a finite, enumerable set of them."""
+        out: dict[Any, Any] = {}
+        for shape in self.logic.dnf(node):
+            for kind in shape.types:
+                if kind == "null":
+                    found: list[Any] = [None]
+                elif kind == "boolean":
+                    found = sorted(shape.boolean)
+                elif kind == "number" and shape.number.values is not None:
+                    found = [_as_json_number(v) for v in sorted(shape.number.values) if shape.number.admits(v)]
+                elif kind == "string" and shape.string.values is not None:
+                    found = sorted(v for v in shape.string.values if shape.string.admits(v))
+                elif kind in ("array", "object") and getattr(shape, kind).values is not None:
+                    found = [json.loads(x) for x in getattr(shape, kind).values]
+                    found = [v for v in found if self.logic.shape_admits(shape.only({kind}), v)]
+                else:
+                    return None
+                for v in found:
+                    out.setdefault(canon(v), v)
+        return list(out.values())
+
+    # ---------------------------------------------------------------------------------- objects
+
+    def object(self, t: ObjTerm, node: Node) -> Symbol | None:
+        """Members in sequence; states track the position among the named keys (or the set used, for
+        ``key_order="any"``), the member count, the names that dependencies mention, and which "some key
+        in K has a value in W" obligations (``exists``, from complements) a member has met."""
+        logic = self.logic
+        if t.values is not None:
+            kept = [v for v in (json.loads(x) for x in t.values) if logic._object_admits(t, v)]
+            return self.r.add("enum", [(self.value(v),) for v in kept]) if kept else None
+        if len(t.exists) > 2:
+            raise SchemaError("more than two 'some key' obligations (complements) on one object", t.exists[0][2])
+        rank = logic.rank(node)
+        names: list[str] = list(
+            dict.fromkeys([n for n, _ in t.props] + sorted(t.required) + [x for a, bs in t.deps for x in (a, *bs)])
+        )
+        names.sort(key=lambda n: rank.get(n, len(rank)))
+        members: dict[str, list[tuple[Symbol, int]]] = {}
+        for name in names:
+            parts = [n for k, n in t.props if k == name]
+            parts += [n for keys, n, _ in t.rules if logic.key_in(keys, name)]
+            witness = [(e, w) for e, (keys, w, _) in enumerate(t.exists) if logic.key_in(keys, name)]
+            members[name] = self._variants(node_and(*parts), witness, lambda n, name=name: self._member(name, n))
+        if any(not members[n] for n in t.required):
+            return None
+        extra = self._cached(("extra", t.rules, t.exists, tuple(sorted(names))), lambda: self._extra_members(t, names))
+        tracked = sorted({x for a, bs in t.deps for x in (a, *bs)})
+        cap = t.max_props if t.max_props is not None else max(t.min_props, 1)
+        done = (1 << len(t.exists)) - 1
+
+        def deps_ok(present: frozenset[str]) -> bool:
+            return all(a not in present or set(bs) <= present for a, bs in t.deps)
+
+        if self.o.key_order == "any":
+            return self._any_order(t, names, members, extra, cap, deps_ok, done)
+
+        n_names = len(names)
+        required_from = [False] * (n_names + 1)
+        for i in range(n_names - 1, -1, -1):
+            required_from[i] = required_from[i + 1] or names[i] in t.required
+
+        def final(state: tuple) -> bool:
+            i, c, present, bits = state
+            return not required_from[i] and c >= t.min_props and deps_ok(present) and bits == done
+
+        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+            # Skipping optional names is folded in: a move emits the next present member.
+            i, c, present, bits = state
+            if t.max_props is not None and c >= t.max_props:
+                return []
+            out: list[tuple[Symbol | None, tuple]] = []
+            for j in range(i, n_names):
+                name = names[j]
+                now = present | {name} if name in tracked else present
+                out += [(sym, (j + 1, min(c + 1, cap), now, bits | b)) for sym, b in members[name]]
+                if name in t.required:
+                    return out
+            out += [(sym, (n_names, min(c + 1, cap), present, bits | b)) for sym, b in extra]
+            return out
+
+        return self._sequence(
+            (0, 0, frozenset(), 0),
+            final,
+            moves,
+            self.open_obj,
+            self.close_obj,
+            self.empty_obj,
+            self.s.max_object_states,
+            "max_object_states",
+        )
+
+    def _variants(self, base: Node, witness: list[tuple[int, Node]], make: Any) -> list[tuple[Symbol, int]]:
+        """A member's symbols: the plain one, and one per subset of the obligations it can meet (its
+        value then also valid under their nodes), with the bits of that subset."""
+        out = []
+        for size in range(len(witness) + 1):
+            for chosen in itertools.combinations(witness, size):
+                sym = make(node_and(base, *(w for _, w in chosen)))
+                if sym is not None:
+                    out.append((sym, sum(1 << e for e, _ in chosen)))
+        return out
+
+    def _member(self, name: str, node: Node) -> Symbol | None:
+        """``"name": value`` as one rule, shared by every object that has it."""
+
+        def make() -> Symbol | None:
+            value = self.symbol(node)
+            key = self._lex(json_strings([name]) or "")
+            return None if value is None else self.r.add("member", [(key, self.colon, value)])
+
+        return self._cached(("member", name, node), make)
+
+    def _any_order(
+        self,
+        t: ObjTerm,
+        names: list[str],
+        members: dict[str, list[tuple[Symbol, int]]],
+        extra: list[tuple[Symbol, int]],
+        cap: int,
+        deps_ok: Any,
+        done: int,
+    ) -> Symbol | None:
+        usable = [n for n in names if members[n]]
+        if 2 ** len(usable) > self.s.max_object_states:
+            raise LimitError(
+                f"key_order='any' with {len(usable)} named properties needs 2^{len(usable)} states",
+                setting="max_object_states",
+            )
+
+        def final(state: tuple) -> bool:
+            used, c, bits = state
+            return t.required <= used and c >= t.min_props and deps_ok(used) and bits == done
+
+        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+            used, c, bits = state
+            if t.max_props is not None and c >= t.max_props:
+                return []
+            out: list[tuple[Symbol | None, tuple]] = [
+                (sym, (used | {n}, min(c + 1, cap), bits | b)) for n in usable if n not in used for sym, b in members[n]
+            ]
+            out += [(sym, (used, min(c + 1, cap), bits | b)) for sym, b in extra]
+            return out
+
+        return self._sequence(
+            (frozenset(), 0, 0),
+            final,
+            moves,
+            self.open_obj,
+            self.close_obj,
+            self.empty_obj,
+            self.s.max_object_states,
+            "max_object_states",
+        )
+
+    def _extra_members(self, t: ObjTerm, names: list[str]) -> list[tuple[Symbol, int]]:
+        """Members whose key is none of ``names``, with the obligation bits each can meet. Their key
+        language is split into regions by the rules (patternProperties, additionalProperties,
+        propertyNames) and obligations that apply, each region with its value node."""
+        rules = [(keys, node) for keys, node, _ in t.rules]
+        if not t.exists and all(keys[0] == "other" and not keys[2] for keys, _ in rules):
+            # The usual case: one region, every key but the names (the rules' names are among them).
+            value = self.symbol(node_and(*(node for _, node in rules)))
+            key = self._lex(json_keys_except(names))
+            return [] if value is None else [(self.r.add("extra", [(key, self.colon, value)]), 0)]
+        keysets = [keys for keys, _ in rules] + [keys for keys, _, _ in t.exists]
+        components = [self._keyset_dfa(keys) for keys in keysets]
+        components.append(json_automata.literals(names))
+        both, combos = json_automata.product_states(components, max_states=self.s.max_string_states)
+        signatures: dict[tuple[bool, ...], list[int]] = {}
+        for i, combo in enumerate(combos):
+            flags = json_automata.flags(components, combo)
+            if not flags[-1]:
+                signatures.setdefault(flags[:-1], []).append(i)
+        by_bits: dict[int, list[tuple[Symbol, ...]]] = {}
+        for sig, states in signatures.items():
+            value_node = node_and(*(node for (_, node), on in zip(rules, sig) if on))
+            if value_node == FALSE:
+                continue
+            accepting = [False] * len(combos)
+            for i in states:
+                accepting[i] = True
+            region = json_automata.trim(CharDFA(both.edges, accepting))
+            key_symbol = self._plan(key_dfa_regex(region, self.s.max_regex_length))
+            if key_symbol is None:
+                continue
+            witness = [(e, w) for e, (_, w, _) in enumerate(t.exists) if sig[len(rules) + e]]
+            for value, bits in self._variants(value_node, witness, self.symbol):
+                by_bits.setdefault(bits, []).append((key_symbol, self.colon, value))
+        return [(self.r.add("extra", alts), bits) for bits, alts in by_bits.items()]
+
+    def _keyset_dfa(self, keys: tuple) -> CharDFA:
+        n = self.s.max_string_states
+        if keys[0] == "pattern":
+            return json_automata.from_pattern(keys[1], max_states=n)
+        if keys[0] == "other":
+            parts = [json_automata.literals(keys[1])] + [json_automata.from_pattern(p, max_states=n) for p in keys[2]]
+            return json_automata.product(parts, lambda f: not any(f), max_states=n)
+        # Keys not valid under the string schema keys[1].
+        allowed = []
+        for shape in self.logic.dnf(keys[1]):
+            if "string" in shape.types:
+                allowed.append(string_dfa(shape.string, max_states=n))
+        if not allowed:
+            return json_automata.length(0, None)
+        return json_automata.product(allowed, lambda f: not any(f), max_states=n)
+
+
+def _repeat(unit: str, low: int, high: int | None) -> str:
+    if high == 0:
+        return ""
+    if high is None:
+        return unit + ("*" if low == 0 else "+" if low == 1 else f"{{{low},}}")
+    if low == high:
+        return unit + ("" if low == 1 else f"{{{low}}}")
+    return unit + ("?" if (low, high) == (0, 1) else f"{{{low},{high}}}")
+
+
+def _as_json_number(v: Fraction) -> Any:
+    return int(v) if v.denominator == 1 else float(v)
+
+
+def _number_values(values: list[Fraction], form: str) -> str:
+    """A regex for the numbers with exactly these values (plain decimal forms, plus the exponent form
+    Python's ``json`` writes for such a float); ``form`` as in :func:`number_value_regex`."""
+    alts = []
+    for v in values:
+        extra = []
+        as_float = float(v)
+        if Fraction(repr(as_float)) == v:
+            text = json.dumps(as_float)
+            if "e" in text:
+                extra.append(text)
+        regex = number_value_regex(v, extra, form)
+        if regex is not None:
+            alts.append(regex)
+    return "|".join(alts)

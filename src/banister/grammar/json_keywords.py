@@ -1,0 +1,232 @@
+"""The registry of JSON Schema keywords the compiler knows, and the tables docs/json-schema.md shows.
+
+Every keyword is ``enforced`` (exactly, or refused with a SchemaError where the notes say), an
+``annotation`` (no assertion; ignored by the specification's own rules), or ``refused``. Keywords that
+are in no draft's vocabulary are ignored, as validators do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keyword:
+    name: str
+    status: str
+    enforces: str
+    notes: str = ""
+
+
+KEYWORDS: tuple[Keyword, ...] = (
+    Keyword(
+        "type",
+        "enforced",
+        "JSON type, one name or a list",
+        "`integer` accepts `1`, `1.0` and exponent forms that are integers by shape (`1e+16`)",
+    ),
+    Keyword(
+        "enum",
+        "enforced",
+        "one of the listed values",
+        "strings in every accepted escaping; numbers in plain decimal form (`1.50` for 1.5) and in the "
+        "exponent form Python's json writes; objects in their written key order",
+    ),
+    Keyword("const", "enforced", "exactly this value", "as `enum` with one value"),
+    Keyword("nullable", "enforced", "OpenAPI 3.0: `true` adds `null` to `type`", "only with `type` in the same schema"),
+    Keyword("properties", "enforced", "values of the named properties", "key order: see the `key_order` option"),
+    Keyword("required", "enforced", "the named properties are present", ""),
+    Keyword(
+        "additionalProperties",
+        "enforced",
+        "values (or absence, `false`) of the other keys",
+        "duplicate keys among additional properties are not detected",
+    ),
+    Keyword(
+        "patternProperties",
+        "enforced",
+        "values of keys matching a pattern (anywhere in the key)",
+        "keys are split into regions by which patterns they match",
+    ),
+    Keyword("propertyNames", "enforced", "every key is valid under a string schema", ""),
+    Keyword("minProperties", "enforced", "at least n members", ""),
+    Keyword("maxProperties", "enforced", "at most n members", ""),
+    Keyword("dependentRequired", "enforced", "a present key requires others", ""),
+    Keyword("dependentSchemas", "enforced", "a present key requires the object to match a schema", ""),
+    Keyword("dependencies", "enforced", "draft 4-7 form of both of the above", ""),
+    Keyword(
+        "items", "enforced", "items after `prefixItems` (a schema) or by position (an array, drafts <= 2019-09)", ""
+    ),
+    Keyword("prefixItems", "enforced", "items by position", ""),
+    Keyword("additionalItems", "enforced", "items after an array-form `items`", ""),
+    Keyword("minItems", "enforced", "at least n items", ""),
+    Keyword("maxItems", "enforced", "at most n items", ""),
+    Keyword("contains", "enforced", "some items match a schema", "at most three `contains` on one array"),
+    Keyword("minContains", "enforced", "at least n matching items", ""),
+    Keyword("maxContains", "enforced", "at most n matching items", "needs the complement of the `contains` schema"),
+    Keyword(
+        "uniqueItems",
+        "enforced",
+        "no two equal items",
+        "only when items come from a few values (`max_unique_values`) or `maxItems <= 1`; else refused",
+    ),
+    Keyword("minLength", "enforced", "at least n code points (an escape is one character)", ""),
+    Keyword("maxLength", "enforced", "at most n code points", "long bounds are split into rules of whole lexemes"),
+    Keyword(
+        "pattern",
+        "enforced",
+        "ECMA-262 regex matching anywhere unless anchored",
+        "banister regex syntax; lookaround, backreferences and `\\b` are refused",
+    ),
+    Keyword(
+        "format",
+        "enforced",
+        "the formats below, for strings (int32/int64 for numbers)",
+        "other formats raise unless `unsupported_formats='ignore'`",
+    ),
+    Keyword(
+        "minimum",
+        "enforced",
+        "exact, for integers and decimals",
+        "plain decimal notation, plus exponent forms whose magnitude alone puts them in range; any form for "
+        "bounds at 0",
+    ),
+    Keyword("maximum", "enforced", "exact, for integers and decimals", "as `minimum`"),
+    Keyword("exclusiveMinimum", "enforced", "exact; the draft 4 boolean form too", "as `minimum`"),
+    Keyword("exclusiveMaximum", "enforced", "exact; the draft 4 boolean form too", "as `minimum`"),
+    Keyword(
+        "multipleOf",
+        "enforced",
+        "exact decimal arithmetic (0.3 is a multiple of 0.1)",
+        "plain decimal notation only; large moduli become rules",
+    ),
+    Keyword("allOf", "enforced", "intersection, type by type", ""),
+    Keyword("anyOf", "enforced", "union", "at most `max_alternatives` after distributing `allOf`"),
+    Keyword(
+        "oneOf",
+        "enforced",
+        "exactly one branch",
+        "as anyOf when the branches are provably disjoint; else each branch minus the others (refused when a "
+        "branch has no complement here)",
+    ),
+    Keyword(
+        "not",
+        "enforced",
+        "complement",
+        "the complement of a rule over matching keys (`additionalProperties`...) is 'some such key breaks it', "
+        "at most two per object; refused for `uniqueItems`, enums of arrays or objects, and narrowed formats",
+    ),
+    Keyword("if", "enforced", "`(if and then) or (not if and else)`", "needs the complement of `if`"),
+    Keyword("then", "enforced", "see `if`", ""),
+    Keyword("else", "enforced", "see `if`", ""),
+    Keyword(
+        "$ref",
+        "enforced",
+        "the referenced schema, recursion included",
+        "JSON pointers, `$id`, `$anchor` and plain-name fragments inside the document; remote refs refused; "
+        "siblings ignored before 2019-09",
+    ),
+    Keyword("$defs", "annotation", "holds schemas for `$ref`", ""),
+    Keyword("definitions", "annotation", "holds schemas for `$ref`", ""),
+    Keyword("$id", "annotation", "base URI of a schema resource", "`id` in draft 4"),
+    Keyword("id", "annotation", "draft 4 `$id`", ""),
+    Keyword("$anchor", "annotation", "a plain-name fragment for `$ref`", ""),
+    Keyword("$schema", "annotation", "picks the draft", ""),
+    Keyword(
+        "unevaluatedProperties",
+        "enforced",
+        "as `additionalProperties` when the same schema decides it",
+        "refused next to `$ref`, `allOf`, `anyOf`, `oneOf`, `not`, `if`, `dependentSchemas`",
+    ),
+    Keyword("unevaluatedItems", "enforced", "as `items` when the same schema decides it", "as above, and `contains`"),
+    Keyword("$dynamicRef", "refused", "dynamic scoping", ""),
+    Keyword("$recursiveRef", "refused", "dynamic scoping (2019-09)", ""),
+    *(
+        Keyword(name, "annotation", "no assertion", "")
+        for name in (
+            "title",
+            "description",
+            "default",
+            "examples",
+            "example",
+            "$comment",
+            "deprecated",
+            "readOnly",
+            "writeOnly",
+            "contentMediaType",
+            "contentEncoding",
+            "contentSchema",
+            "$dynamicAnchor",
+            "$recursiveAnchor",
+            "$vocabulary",
+            "discriminator",
+            "xml",
+            "externalDocs",
+        )
+    ),
+)
+
+ANNOTATIONS = frozenset(k.name for k in KEYWORDS if k.status == "annotation")
+REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    default: str
+    effect: str
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "strict",
+        "False",
+        "close every object that declares `properties`, `patternProperties`, `required` or `type: object` "
+        "(`additionalProperties: false` unless given), as OpenAI's strict mode",
+    ),
+    Option(
+        "key_order",
+        '"schema"',
+        '`"schema"`: declared properties (required and optional) in schema order, other keys after them in '
+        'any order; `"any"`: any order, no duplicates among named keys (2^n states: `max_object_states`)',
+    ),
+    Option(
+        "whitespace",
+        '"flexible"',
+        '`"flexible"`: JSON whitespace runs of at most `max_whitespace` between tokens; `"compact"`: none; '
+        '`"pretty"`: exactly one space after `:` and `,` (what `json.dumps` writes by default)',
+    ),
+    Option("max_whitespace", "20", "longest whitespace run in flexible mode"),
+    Option("max_nesting", "32", "deepest nesting of arrays and objects inside a free-form value (`{}`, `true`)"),
+    Option("draft", "None", 'draft when `$schema` does not say: "4", "6", "7", "2019-09" or "2020-12" (default)'),
+    Option("unsupported_formats", '"error"', '`"ignore"`: treat unknown `format` values as annotations'),
+    Option("settings", "SchemaSettings()", "limits, below"),
+)
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def reference_tables() -> str:
+    """The generated part of docs/json-schema.md: keywords, formats, options and settings tables."""
+    from dataclasses import fields
+
+    from banister.grammar.json_build import SchemaSettings
+    from banister.grammar.json_formats import FORMATS
+
+    lines = ["### Keywords", "", _row("keyword", "status", "enforces", "notes"), _row("---", "---", "---", "---")]
+    lines += [_row(f"`{k.name}`", k.status, k.enforces, k.notes) for k in KEYWORDS]
+    lines += ["", "### Formats", "", _row("format", "accepts", "`not` enforced"), _row("---", "---", "---")]
+    lines += [_row(f"`{f.name}`", f.note, "yes" if f.exact else "refused") for f in FORMATS.values()]
+    lines += ["", "### Options", "", _row("option", "default", "effect"), _row("---", "---", "---")]
+    lines += [_row(f"`{o.name}`", f"`{o.default}`", o.effect) for o in OPTIONS]
+    lines += [
+        "",
+        "### Settings (`SchemaSettings`)",
+        "",
+        _row("setting", "default", "limits"),
+        _row("---", "---", "---"),
+    ]
+    lines += [_row(f"`{f.name}`", f"`{f.default}`", f.metadata.get("doc", "")) for f in fields(SchemaSettings)]
+    return "\n".join(lines) + "\n"

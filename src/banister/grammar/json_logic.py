@@ -1,0 +1,1324 @@
+"""JSON Schema as logic: each schema becomes a disjunction of *shapes*, one conjunctive term per JSON type.
+
+A shape lists the JSON types it admits and, for each, the constraints on values of that type (numbers,
+strings, arrays, objects); a schema is the union of its shapes. ``allOf`` intersects shapes type by type,
+``anyOf`` concatenates the lists, ``not`` complements constraint by constraint (and refuses what has no
+finite complement here, e.g. ``uniqueItems``), ``oneOf`` is ``anyOf`` once its branches are proved
+disjoint (else each branch is intersected with the complement of the others), ``if``/``then``/``else``
+is ``(if and then) or (not if and else)``. Sub-values (property values, items) are never expanded here:
+they stay *nodes*, tuples of references to schema locations (possibly negated), which the grammar
+builder compiles on its own, so recursive schemas terminate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from banister.errors import BanisterError, LimitError, RegexError, SchemaError
+from banister.grammar import json_automata
+from banister.grammar.json_formats import FORMATS, format_regex
+from banister.grammar.json_keywords import REFUSED
+from banister.grammar.json_resolve import Document, Location, escape_token
+from banister.regex import compile_regex, parse_regex
+
+TYPES = ("null", "boolean", "object", "array", "number", "string")
+ALL_TYPES = frozenset(TYPES)
+_TYPE_NAMES = frozenset(TYPES) | {"integer"}
+
+# A node is a conjunction of items: ("loc", pointer), ("not", node) or ("false",).
+Item = tuple
+Node = tuple[Item, ...]
+TRUE: Node = ()
+FALSE: Node = (("false",),)
+
+
+def node_and(*nodes: Node) -> Node:
+    """The conjunction of nodes (items deduplicated, order kept)."""
+    out: dict[Item, None] = {}
+    for n in nodes:
+        if n == FALSE:
+            return FALSE
+        for item in n:
+            out.setdefault(item)
+    return tuple(out)
+
+
+def node_not(node: Node) -> Node:
+    if node == TRUE:
+        return FALSE
+    if node == FALSE:
+        return TRUE
+    if len(node) == 1 and node[0][0] == "not":
+        return node[0][1]
+    return (("not", node),)
+
+
+def loc_node(pointer: str) -> Node:
+    return (("loc", pointer),)
+
+
+def to_fraction(value: Any) -> Fraction:
+    """The exact value of a JSON number (floats by their shortest decimal text)."""
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not a number")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("not a finite number")
+        return Fraction(repr(value))
+    raise TypeError("not a number")
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a Python JSON value (``number`` for int and float)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def canon(value: Any) -> Any:
+    """A hashable key equal for JSON-equal values (``1 == 1.0``, key order ignored, ``true != 1``)."""
+    kind = json_type(value)
+    if kind == "number":
+        return ("n", to_fraction(value))
+    if kind == "array":
+        return ("a", tuple(canon(v) for v in value))
+    if kind == "object":
+        return ("o", frozenset((k, canon(v)) for k, v in value.items()))
+    return (kind[0], value)
+
+
+@dataclass(frozen=True)
+class NumTerm:
+    """Constraints on a number: integer or not, bounds, multiples, a finite set of values or exclusions.
+
+    ``plain``/``nonplain``: written without / with a fraction or exponent (draft 4's ``integer`` is a
+    property of the text: ``1.0`` is not one there)."""
+
+    integer: bool = False
+    nonint: bool = False
+    lo: Fraction | None = None
+    lo_x: bool = False
+    hi: Fraction | None = None
+    hi_x: bool = False
+    mult: tuple[Fraction, ...] = ()
+    nonmult: tuple[Fraction, ...] = ()
+    values: frozenset[Fraction] | None = None
+    excluded: frozenset[Fraction] = frozenset()
+    plain: bool = False
+    nonplain: bool = False
+
+    def admits(self, v: Fraction) -> bool:
+        if (self.integer and v.denominator != 1) or (self.nonint and v.denominator == 1):
+            return False
+        if self.lo is not None and (v < self.lo or (self.lo_x and v == self.lo)):
+            return False
+        if self.hi is not None and (v > self.hi or (self.hi_x and v == self.hi)):
+            return False
+        if any((v / m).denominator != 1 for m in self.mult) or any((v / m).denominator == 1 for m in self.nonmult):
+            return False
+        return (self.values is None or v in self.values) and v not in self.excluded
+
+
+@dataclass(frozen=True)
+class StrTerm:
+    """Constraints on a string; patterns and formats carry the pointer of their keyword."""
+
+    min_len: int = 0
+    max_len: int | None = None
+    patterns: tuple[tuple[str, str], ...] = ()
+    neg_patterns: tuple[tuple[str, str], ...] = ()
+    formats: tuple[tuple[str, str], ...] = ()
+    neg_formats: tuple[tuple[str, str], ...] = ()
+    values: frozenset[str] | None = None
+    excluded: frozenset[str] = frozenset()
+
+    def admits(self, s: str) -> bool:
+        if len(s) < self.min_len or (self.max_len is not None and len(s) > self.max_len):
+            return False
+        if (self.values is not None and s not in self.values) or s in self.excluded:
+            return False
+        if not all(pattern_matches(p, s) for p, _ in self.patterns):
+            return False
+        if any(pattern_matches(p, s) for p, _ in self.neg_patterns):
+            return False
+        if not all(format_matches(f, s) for f, _ in self.formats):
+            return False
+        return not any(format_matches(f, s) for f, _ in self.neg_formats)
+
+
+@dataclass(frozen=True)
+class Contains:
+    """Between ``min`` and ``max`` items at positions ``>= start`` satisfy ``node``."""
+
+    node: Node
+    min: int
+    max: int | None
+    start: int
+    where: str
+
+
+@dataclass(frozen=True)
+class ArrTerm:
+    min_items: int = 0
+    max_items: int | None = None
+    at: tuple[tuple[int, Node], ...] = ()
+    rest: tuple[tuple[int, Node], ...] = ()
+    contains: tuple[Contains, ...] = ()
+    unique: str | None = None
+    values: tuple[str, ...] | None = None
+    excluded: tuple[str, ...] = ()
+
+
+# Key sets for object rules: ("pattern", p) keys matching p; ("other", names, patterns) keys in neither;
+# ("unnamed", node) keys that are not valid under the string schema ``node`` (from propertyNames).
+KeySet = tuple
+
+
+@dataclass(frozen=True)
+class ObjTerm:
+    props: tuple[tuple[str, Node], ...] = ()
+    rules: tuple[tuple[KeySet, Node, str], ...] = ()
+    required: frozenset[str] = frozenset()
+    min_props: int = 0
+    max_props: int | None = None
+    deps: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    values: tuple[str, ...] | None = None
+    excluded: tuple[str, ...] = ()
+    exists: tuple[tuple[KeySet, Node, str], ...] = ()
+    """Some key in the set has a value valid under the node (the complement of a rule)."""
+
+
+_TERM_TYPES = {"number": NumTerm, "string": StrTerm, "array": ArrTerm, "object": ObjTerm}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A union over ``types`` of one constraint term per type (null has none)."""
+
+    types: frozenset[str]
+    boolean: frozenset[bool] = frozenset({True, False})
+    number: NumTerm = field(default_factory=NumTerm)
+    string: StrTerm = field(default_factory=StrTerm)
+    array: ArrTerm = field(default_factory=ArrTerm)
+    object: ObjTerm = field(default_factory=ObjTerm)
+
+    def free(self, kind: str) -> bool:
+        """Whether values of type ``kind`` are unconstrained here."""
+        if kind == "null":
+            return True
+        if kind == "boolean":
+            return len(self.boolean) == 2
+        return getattr(self, kind) == _TERM_TYPES[kind]()
+
+    def only(self, kinds: Iterable[str]) -> Shape:
+        return replace(self, types=self.types & frozenset(kinds))
+
+
+ANY = Shape(ALL_TYPES)
+DNF = list[Shape]
+
+
+@lru_cache(maxsize=4096)
+def _search_dfa(pattern: str) -> Any:
+    return compile_regex(pattern, search=True)
+
+
+@lru_cache(maxsize=64)
+def _format_dfa(name: str) -> Any:
+    regex = FORMATS[name].regex
+    return None if regex is None else compile_regex(regex)
+
+
+def pattern_matches(pattern: str, s: str) -> bool:
+    try:
+        data = s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return _search_dfa(pattern).matches(data)
+
+
+def format_matches(name: str, s: str) -> bool:
+    dfa = _format_dfa(name)
+    if dfa is None:
+        return True
+    try:
+        return dfa.matches(s.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- merging
+
+
+def _tighter_lo(a: tuple[Fraction | None, bool], b: tuple[Fraction | None, bool]) -> tuple[Fraction | None, bool]:
+    if a[0] is None:
+        return b
+    if b[0] is None or a[0] > b[0]:
+        return a
+    if b[0] > a[0]:
+        return b
+    return a[0], a[1] or b[1]
+
+
+def _tighter_hi(a: tuple[Fraction | None, bool], b: tuple[Fraction | None, bool]) -> tuple[Fraction | None, bool]:
+    if a[0] is None:
+        return b
+    if b[0] is None or a[0] < b[0]:
+        return a
+    if b[0] < a[0]:
+        return b
+    return a[0], a[1] or b[1]
+
+
+def _meet_values(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, frozenset):
+        return a & b
+    keys = {canon(json.loads(v)) for v in b}
+    return tuple(v for v in a if canon(json.loads(v)) in keys)
+
+
+def _uniq(items: Iterable[Any]) -> tuple:
+    return tuple(dict.fromkeys(items))
+
+
+def merge_num(a: NumTerm, b: NumTerm) -> NumTerm:
+    lo, lo_x = _tighter_lo((a.lo, a.lo_x), (b.lo, b.lo_x))
+    hi, hi_x = _tighter_hi((a.hi, a.hi_x), (b.hi, b.hi_x))
+    return NumTerm(
+        integer=a.integer or b.integer,
+        nonint=a.nonint or b.nonint,
+        lo=lo,
+        lo_x=lo_x,
+        hi=hi,
+        hi_x=hi_x,
+        mult=_uniq(a.mult + b.mult),
+        nonmult=_uniq(a.nonmult + b.nonmult),
+        values=_meet_values(a.values, b.values),
+        excluded=a.excluded | b.excluded,
+        plain=a.plain or b.plain,
+        nonplain=a.nonplain or b.nonplain,
+    )
+
+
+def merge_str(a: StrTerm, b: StrTerm) -> StrTerm:
+    hi = a.max_len if b.max_len is None else b.max_len if a.max_len is None else min(a.max_len, b.max_len)
+    return StrTerm(
+        max(a.min_len, b.min_len),
+        hi,
+        _uniq(a.patterns + b.patterns),
+        _uniq(a.neg_patterns + b.neg_patterns),
+        _uniq(a.formats + b.formats),
+        _uniq(a.neg_formats + b.neg_formats),
+        _meet_values(a.values, b.values),
+        a.excluded | b.excluded,
+    )
+
+
+def merge_arr(a: ArrTerm, b: ArrTerm) -> ArrTerm:
+    hi = a.max_items if b.max_items is None else b.max_items if a.max_items is None else min(a.max_items, b.max_items)
+    return ArrTerm(
+        max(a.min_items, b.min_items),
+        hi,
+        _uniq(a.at + b.at),
+        _uniq(a.rest + b.rest),
+        _uniq(a.contains + b.contains),
+        a.unique or b.unique,
+        _meet_values(a.values, b.values),
+        a.excluded + b.excluded,
+    )
+
+
+def merge_obj(a: ObjTerm, b: ObjTerm) -> ObjTerm:
+    hi = a.max_props if b.max_props is None else b.max_props if a.max_props is None else min(a.max_props, b.max_props)
+    return ObjTerm(
+        _uniq(a.props + b.props),
+        _uniq(a.rules + b.rules),
+        a.required | b.required,
+        max(a.min_props, b.min_props),
+        hi,
+        _uniq(a.deps + b.deps),
+        _meet_values(a.values, b.values),
+        a.excluded + b.excluded,
+        _uniq(a.exists + b.exists),
+    )
+
+
+def merge(a: Shape, b: Shape) -> Shape:
+    """The intersection of two shapes."""
+    return Shape(
+        a.types & b.types,
+        a.boolean & b.boolean,
+        merge_num(a.number, b.number),
+        merge_str(a.string, b.string),
+        merge_arr(a.array, b.array),
+        merge_obj(a.object, b.object),
+    )
+
+
+def compact(dnf: Iterable[Shape]) -> DNF:
+    """Drop shapes without types, types another shape admits unconstrained, and duplicates; then merge
+    shapes whose type sets are disjoint (their union is one shape)."""
+    shapes = [s for s in dnf if s.types]
+    free: set[str] = set()
+    for s in shapes:
+        free.update(t for t in s.types if s.free(t))
+    out: list[Shape] = []
+    for s in shapes:
+        kinds = frozenset(t for t in s.types if t not in free or s.free(t))
+        if kinds:
+            out.append(s.only(kinds))
+    # Free types once, in a single shape.
+    cleaned: list[Shape] = []
+    seen_free: set[str] = set()
+    for s in out:
+        kinds = frozenset(t for t in s.types if not (s.free(t) and t in seen_free))
+        seen_free.update(t for t in s.types if s.free(t))
+        if kinds:
+            cleaned.append(s.only(kinds))
+    merged: list[Shape] = []
+    for s in dict.fromkeys(cleaned):
+        for i, m in enumerate(merged):
+            if not (m.types & s.types):
+                merged[i] = _union_disjoint(m, s)
+                break
+        else:
+            merged.append(s)
+    return merged
+
+
+def _union_disjoint(a: Shape, b: Shape) -> Shape:
+    pick = {t: (a if t in a.types else b) for t in a.types | b.types}
+    return Shape(
+        a.types | b.types,
+        pick["boolean"].boolean if "boolean" in pick else frozenset({True, False}),
+        pick["number"].number if "number" in pick else NumTerm(),
+        pick["string"].string if "string" in pick else StrTerm(),
+        pick["array"].array if "array" in pick else ArrTerm(),
+        pick["object"].object if "object" in pick else ObjTerm(),
+    )
+
+
+# ------------------------------------------------------------------------------------------ the logic
+
+
+@dataclass(frozen=True)
+class LogicOptions:
+    strict: bool
+    unsupported_formats: str
+    max_alternatives: int
+    max_depth: int
+    deadline: float
+
+
+class Logic:
+    """Expands schema locations of one document into shapes, with negation, emptiness and membership."""
+
+    def __init__(self, document: Document, options: LogicOptions) -> None:
+        self.doc = document
+        self.opts = options
+        self._expanded: dict[str, DNF] = {}
+        self._active: list[str] = []
+        self._dnf: dict[Node, DNF] = {}
+        self._depth = 0
+        self._probing = 0
+        self._pruned: dict[Shape, Shape] = {}
+        self._ranks: dict[Node, dict[str, int]] = {}
+
+    # -- public entry points
+
+    def dnf(self, node: Node) -> DNF:
+        """The shapes of a node (memoised)."""
+        found = self._dnf.get(node)
+        if found is not None:
+            return found
+        try:
+            self._enter("")
+            result: DNF = [ANY]
+            for item in node:
+                if item[0] == "false":
+                    result = []
+                elif item[0] == "loc":
+                    result = self.conj(result, self.expand(item[1]), "")
+                else:
+                    result = self.conj(result, self.negate(self.dnf(item[1]), ""), "")
+                if not result:
+                    break
+        finally:
+            self._depth -= 1
+        self._dnf[node] = result
+        return result
+
+    def expand(self, pointer: str) -> DNF:
+        """The shapes of the schema at ``pointer`` (``$ref`` followed in place)."""
+        found = self._expanded.get(pointer)
+        if found is not None:
+            return found
+        if pointer in self._active:
+            if self._probing:
+                raise _Reentry
+            raise SchemaError("$ref cycle that never reaches a schema (infinite recursion)", pointer, "$ref")
+        self._active.append(pointer)
+        try:
+            self._enter(pointer)
+            result = self._expand(self.doc.location(pointer))
+        finally:
+            self._active.pop()
+            self._depth -= 1
+        self._expanded[pointer] = result
+        return result
+
+    def conj(self, a: DNF, b: DNF, where: str) -> DNF:
+        if not a or not b:
+            return []
+        if len(a) == 1 and a[0] == ANY:
+            return b
+        if len(b) == 1 and b[0] == ANY:
+            return a
+        if len(a) * len(b) > self.opts.max_alternatives * 4:
+            raise LimitError(f"intersecting {len(a)} by {len(b)} alternatives at #{where}", setting="max_alternatives")
+        out = compact(self.prune(merge(s, t)) for s in a for t in b)
+        if len(out) > self.opts.max_alternatives:
+            raise LimitError(
+                f"more than {self.opts.max_alternatives} alternatives at #{where}", setting="max_alternatives"
+            )
+        return out
+
+    def disj(self, *dnfs: DNF) -> DNF:
+        out = compact(s for d in dnfs for s in d)
+        if len(out) > self.opts.max_alternatives:
+            raise LimitError(f"more than {self.opts.max_alternatives} alternatives", setting="max_alternatives")
+        return out
+
+    def negate(self, dnf: DNF, where: str) -> DNF:
+        """The complement (refuses constraints without a complement here, naming them)."""
+        result: DNF = [ANY]
+        for shape in dnf:
+            result = self.conj(result, self._negate_shape(shape, where), where)
+            if not result:
+                break
+        return result
+
+    # -- expansion of one schema object
+
+    def _enter(self, pointer: str) -> None:
+        self._depth += 1
+        if self._depth > self.opts.max_depth:
+            raise LimitError(f"schema nested deeper than {self.opts.max_depth} at #{pointer}", setting="max_depth")
+        if time.monotonic() > self.opts.deadline:
+            raise LimitError("compiling the schema took too long", setting="time_limit_s")
+
+    def _expand(self, loc: Location) -> DNF:
+        schema, p = loc.schema, loc.pointer
+        if schema is True:
+            return [ANY]
+        if schema is False:
+            return []
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", p)
+        if "$ref" in schema and loc.draft in ("4", "6", "7"):
+            return self.expand(self._ref(loc, "$ref").pointer)
+        for key in REFUSED:
+            if key in schema:
+                raise SchemaError(f"{key} (dynamic scoping) is not supported", p, key)
+        result = [self._local_shape(loc)]
+        if "$ref" in schema:
+            result = self.conj(result, self.expand(self._ref(loc, "$ref").pointer), p)
+        if "allOf" in schema:
+            for i, _ in enumerate(self._schema_list(loc, "allOf")):
+                result = self.conj(result, self.expand(f"{p}/allOf/{i}"), p)
+        if "anyOf" in schema:
+            branches = [self.expand(f"{p}/anyOf/{i}") for i, _ in enumerate(self._schema_list(loc, "anyOf"))]
+            result = self.conj(result, self.disj(*branches), p)
+        if "oneOf" in schema:
+            result = self._one_of(loc, result)
+        if "not" in schema:
+            self._check_schema(schema["not"], f"{p}/not", "not")
+            result = self.conj(result, self.negate(self.expand(f"{p}/not"), f"{p}/not"), p)
+        if "if" in schema and ("then" in schema or "else" in schema):
+            result = self.conj(result, self._if_then_else(loc), p)
+        for key in ("dependentSchemas", "dependencies"):
+            value = schema.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise SchemaError(f"{key} must be an object", p, key)
+            for name, sub in value.items():
+                if isinstance(sub, (dict, bool)):
+                    absent = Shape(frozenset({"object"}), object=ObjTerm(props=((name, FALSE),)))
+                    others = Shape(ALL_TYPES - {"object"})
+                    sub_dnf = self.expand(f"{p}/{key}/{escape_token(name)}")
+                    result = self.conj(result, self.disj([others, absent], sub_dnf), p)
+                elif key == "dependentSchemas":
+                    raise SchemaError("dependentSchemas values must be schemas", f"{p}/{key}", key)
+        for key in ("unevaluatedProperties", "unevaluatedItems"):
+            if key in schema and schema[key] is not True and _has_applicators(schema, key):
+                raise SchemaError(
+                    f"{key} next to in-place applicators ($ref, allOf, anyOf, ...) is not supported", p, key
+                )
+        return [s for s in result if s.types]
+
+    def _ref(self, loc: Location, key: str) -> Location:
+        ref = loc.schema[key]
+        if not isinstance(ref, str):
+            raise SchemaError(f"{key} must be a string", loc.pointer, key)
+        return self.doc.resolve(ref, loc)
+
+    def _schema_list(self, loc: Location, key: str) -> list:
+        value = loc.schema[key]
+        if not isinstance(value, list) or not value:
+            raise SchemaError(f"{key} must be a non-empty array of schemas", loc.pointer, key)
+        for i, sub in enumerate(value):
+            self._check_schema(sub, f"{loc.pointer}/{key}/{i}", key)
+        return value
+
+    @staticmethod
+    def _check_schema(value: Any, pointer: str, key: str) -> None:
+        if not isinstance(value, (dict, bool)):
+            raise SchemaError(f"{key} must hold schemas (objects or booleans)", pointer, key)
+
+    def _one_of(self, loc: Location, context: DNF) -> DNF:
+        """``context`` and exactly one branch. Branches are intersected with the context first, so
+        ``type: object`` next to ``oneOf`` makes branches that differ only on objects disjoint; when they
+        still overlap, each is intersected with the complements of the other (raw) branches."""
+        p = loc.pointer
+        raw = [self.expand(f"{p}/oneOf/{i}") for i, _ in enumerate(self._schema_list(loc, "oneOf"))]
+        branches = [self.conj(context, b, p) for b in raw]
+        if all(
+            self.disjoint(branches[i], branches[j]) for i in range(len(branches)) for j in range(i + 1, len(branches))
+        ):
+            return self.disj(*branches)
+        where = f"{p}/oneOf"
+        try:
+            negs = [self.negate(b, where) for b in raw]
+        except SchemaError as err:
+            raise SchemaError(
+                f"oneOf branches may overlap and one of them has no complement here ({err})", p, "oneOf"
+            ) from err
+        out = []
+        for i, b in enumerate(branches):
+            part = b
+            for j, n in enumerate(negs):
+                if j != i:
+                    part = self.conj(part, n, where)
+            out.append(part)
+        return self.disj(*out)
+
+    def _if_then_else(self, loc: Location) -> DNF:
+        p, schema = loc.pointer, loc.schema
+        for key in ("if", "then", "else"):
+            if key in schema:
+                self._check_schema(schema[key], f"{p}/{key}", key)
+        cond = self.expand(f"{p}/if")
+        then = self.expand(f"{p}/then") if "then" in schema else [ANY]
+        other = self.expand(f"{p}/else") if "else" in schema else [ANY]
+        try:
+            neg = self.negate(cond, f"{p}/if")
+        except SchemaError as err:
+            raise SchemaError(f"if has no complement here ({err})", p, "if") from err
+        if "else" not in schema:
+            return self.disj(neg, then)
+        if "then" not in schema:
+            return self.disj(cond, other)
+        return self.disj(self.conj(cond, then, p), self.conj(neg, other, p))
+
+    # -- the schema object's own keywords
+
+    def _local_shape(self, loc: Location) -> Shape:
+        s, p = loc.schema, loc.pointer
+        types = set(ALL_TYPES)
+        integer = plain = False
+        if "type" in s:
+            raw = s["type"]
+            names = [raw] if isinstance(raw, str) else raw
+            if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+                raise SchemaError("type must be a type name or a list of them", p, "type")
+            bad = [t for t in names if t not in _TYPE_NAMES]
+            if bad:
+                raise SchemaError(f"unknown type {bad[0]!r}", p, "type")
+            types = {"number" if t == "integer" else t for t in names}
+            integer = "integer" in names and "number" not in names
+            plain = integer and loc.draft == "4"  # draft 4: an integer is written without fraction
+            if s.get("nullable") is True:
+                types.add("null")
+        shape = Shape(frozenset(types), number=NumTerm(integer=integer, plain=plain))
+        if "enum" in s or "const" in s:
+            shape = merge(shape, self._enum_shape(loc))
+        shape = replace(
+            shape,
+            number=merge_num(shape.number, self._number_term(loc)),
+            string=merge_str(shape.string, self._string_term(loc)),
+            array=merge_arr(shape.array, self._array_term(loc)),
+            object=merge_obj(shape.object, self._object_term(loc)),
+        )
+        return shape
+
+    def _enum_shape(self, loc: Location) -> Shape:
+        s, p = loc.schema, loc.pointer
+        shape = ANY
+        for key in ("enum", "const"):
+            if key not in s:
+                continue
+            values = s[key] if key == "enum" else [s[key]]
+            if key == "enum" and not isinstance(values, list):
+                raise SchemaError("enum must be an array", p, key)
+            try:
+                shape = merge(shape, _values_shape(values))
+            except (TypeError, ValueError) as err:
+                raise SchemaError(f"{key} holds a value that is not JSON ({err})", p, key) from err
+        return shape
+
+    def _number_term(self, loc: Location) -> NumTerm:
+        s, p = loc.schema, loc.pointer
+        term = NumTerm()
+
+        def num(key: str) -> Fraction:
+            try:
+                return to_fraction(s[key])
+            except (TypeError, ValueError) as err:
+                raise SchemaError(f"{key} must be a finite number", p, key) from err
+
+        for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+            if key not in s:
+                continue
+            if isinstance(s[key], bool):
+                if key.startswith("exclusive"):
+                    continue  # draft 4: a flag on minimum/maximum, read below
+                raise SchemaError(f"{key} must be a number", p, key)
+            value = num(key)
+            if key == "minimum":
+                term = merge_num(term, NumTerm(lo=value, lo_x=s.get("exclusiveMinimum") is True))
+            elif key == "maximum":
+                term = merge_num(term, NumTerm(hi=value, hi_x=s.get("exclusiveMaximum") is True))
+            elif key == "exclusiveMinimum":
+                term = merge_num(term, NumTerm(lo=value, lo_x=True))
+            else:
+                term = merge_num(term, NumTerm(hi=value, hi_x=True))
+        if "multipleOf" in s:
+            m = num("multipleOf")
+            if m <= 0:
+                raise SchemaError("multipleOf must be greater than 0", p, "multipleOf")
+            term = merge_num(term, NumTerm(mult=(m,)))
+        fmt = s.get("format")
+        if isinstance(fmt, str) and fmt in FORMATS and FORMATS[fmt].integer_range is not None:
+            lo, hi = FORMATS[fmt].integer_range  # type: ignore[misc]
+            term = merge_num(term, NumTerm(integer=True, lo=Fraction(lo), hi=Fraction(hi)))
+        return term
+
+    def _string_term(self, loc: Location) -> StrTerm:
+        s, p = loc.schema, loc.pointer
+        term = StrTerm(min_len=_count(s, "minLength", p), max_len=_count(s, "maxLength", p, None))
+        if "pattern" in s:
+            pattern = s["pattern"]
+            if not isinstance(pattern, str):
+                raise SchemaError("pattern must be a string", p, "pattern")
+            try:
+                parse_regex(pattern)
+            except RegexError as err:
+                raise SchemaError(f"pattern is not a supported regex: {err}", f"{p}/pattern", "pattern") from err
+            term = replace(term, patterns=((pattern, f"{p}/pattern"),))
+        if "format" in s:
+            fmt = s["format"]
+            if not isinstance(fmt, str):
+                raise SchemaError("format must be a string", p, "format")
+            known = FORMATS.get(fmt)
+            if known is not None and known.regex is not None:
+                term = replace(term, formats=((fmt, f"{p}/format"),))
+            elif known is None and fmt not in ("float", "double") and self.opts.unsupported_formats == "error":
+                raise SchemaError(
+                    f"format {fmt!r} is not supported (pass unsupported_formats='ignore' to treat it as an annotation)",
+                    f"{p}/format",
+                    "format",
+                )
+        return term
+
+    def _array_term(self, loc: Location) -> ArrTerm:
+        s, p = loc.schema, loc.pointer
+        term = ArrTerm(min_items=_count(s, "minItems", p), max_items=_count(s, "maxItems", p, None))
+        at: list[tuple[int, Node]] = []
+        rest: list[tuple[int, Node]] = []
+        prefix = 0
+        if "prefixItems" in s:
+            items = self._schema_list(loc, "prefixItems")
+            at.extend((i, loc_node(f"{p}/prefixItems/{i}")) for i in range(len(items)))
+            prefix = len(items)
+        items = s.get("items")
+        if isinstance(items, list):
+            for i, sub in enumerate(items):
+                self._check_schema(sub, f"{p}/items/{i}", "items")
+                at.append((i, loc_node(f"{p}/items/{i}")))
+            if "additionalItems" in s:
+                self._check_schema(s["additionalItems"], f"{p}/additionalItems", "additionalItems")
+                rest.append((len(items), loc_node(f"{p}/additionalItems")))
+        elif items is not None:
+            self._check_schema(items, f"{p}/items", "items")
+            rest.append((prefix, loc_node(f"{p}/items")))
+        elif "unevaluatedItems" in s and s["unevaluatedItems"] is not True:
+            self._check_schema(s["unevaluatedItems"], f"{p}/unevaluatedItems", "unevaluatedItems")
+            rest.append((prefix, loc_node(f"{p}/unevaluatedItems")))
+        if "contains" in s:
+            self._check_schema(s["contains"], f"{p}/contains", "contains")
+            low = _count(s, "minContains", p, 1)
+            high = _count(s, "maxContains", p, None)
+            term = replace(term, contains=(Contains(loc_node(f"{p}/contains"), low, high, 0, f"{p}/contains"),))
+        if s.get("uniqueItems") is True:
+            term = replace(term, unique=f"{p}/uniqueItems")
+        elif "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
+            raise SchemaError("uniqueItems must be a boolean", p, "uniqueItems")
+        return replace(term, at=tuple(at), rest=tuple(rest))
+
+    def _object_term(self, loc: Location) -> ObjTerm:
+        s, p = loc.schema, loc.pointer
+        props: list[tuple[str, Node]] = []
+        rules: list[tuple[KeySet, Node, str]] = []
+        names: list[str] = []
+        patterns: list[str] = []
+        if "properties" in s:
+            if not isinstance(s["properties"], dict):
+                raise SchemaError("properties must be an object", p, "properties")
+            for name, sub in s["properties"].items():
+                self._check_schema(sub, f"{p}/properties/{escape_token(name)}", "properties")
+                props.append((name, loc_node(f"{p}/properties/{escape_token(name)}")))
+                names.append(name)
+        if "patternProperties" in s:
+            if not isinstance(s["patternProperties"], dict):
+                raise SchemaError("patternProperties must be an object", p, "patternProperties")
+            for pattern, sub in s["patternProperties"].items():
+                where = f"{p}/patternProperties/{escape_token(pattern)}"
+                self._check_schema(sub, where, "patternProperties")
+                try:
+                    parse_regex(pattern)
+                except RegexError as err:
+                    raise SchemaError(f"not a supported regex: {err}", where, "patternProperties") from err
+                rules.append((("pattern", pattern), loc_node(where), where))
+                patterns.append(pattern)
+        closed = self.opts.strict and (
+            "properties" in s or "patternProperties" in s or "required" in s or _declares_object(s.get("type"))
+        )
+        key = "additionalProperties"
+        if key not in s and "unevaluatedProperties" in s:
+            key = "unevaluatedProperties"
+        if key in s or closed:
+            extra = s.get(key, False)
+            self._check_schema(extra, f"{p}/{key}", key)
+            node = FALSE if extra is False else TRUE if extra is True else loc_node(f"{p}/{key}")
+            if node != TRUE:
+                rules.append((("other", tuple(names), tuple(patterns)), node, f"{p}/{key}"))
+        if "propertyNames" in s:
+            self._check_schema(s["propertyNames"], f"{p}/propertyNames", "propertyNames")
+            if s["propertyNames"] is not True:
+                rules.append((("unnamed", loc_node(f"{p}/propertyNames")), FALSE, f"{p}/propertyNames"))
+        required = s.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise SchemaError("required must be an array of strings", p, "required")
+        deps: list[tuple[str, tuple[str, ...]]] = []
+        for key in ("dependentRequired", "dependencies"):
+            value = s.get(key)
+            if not isinstance(value, dict):
+                if value is not None:
+                    raise SchemaError(f"{key} must be an object", p, key)
+                continue
+            for name, needed in value.items():
+                if isinstance(needed, list):
+                    if not all(isinstance(n, str) for n in needed):
+                        raise SchemaError(f"{key} lists must hold strings", p, key)
+                    if needed:
+                        deps.append((name, tuple(needed)))
+                elif key == "dependentRequired":
+                    raise SchemaError("dependentRequired values must be arrays of strings", p, key)
+        return ObjTerm(
+            props=tuple(props),
+            rules=tuple(rules),
+            required=frozenset(required),
+            min_props=_count(s, "minProperties", p),
+            max_props=_count(s, "maxProperties", p, None),
+            deps=tuple(deps),
+        )
+
+    # -- complements
+
+    def _negate_shape(self, shape: Shape, where: str) -> DNF:
+        out: DNF = []
+        others = ALL_TYPES - shape.types
+        if others:
+            out.append(Shape(others))
+        for kind in sorted(shape.types):
+            if kind == "boolean" and len(shape.boolean) < 2:
+                rest = frozenset({True, False}) - shape.boolean
+                out.append(Shape(frozenset({"boolean"}), boolean=rest))
+            elif kind == "number":
+                out.extend(Shape(frozenset({kind}), number=n) for n in self._negate_number(shape.number, where))
+            elif kind == "string":
+                out.extend(Shape(frozenset({kind}), string=n) for n in self._negate_string(shape.string, where))
+            elif kind == "array":
+                out.extend(Shape(frozenset({kind}), array=n) for n in self._negate_array(shape.array, where))
+            elif kind == "object":
+                out.extend(Shape(frozenset({kind}), object=n) for n in self._negate_object(shape.object, where))
+        return compact(out)
+
+    @staticmethod
+    def _negate_number(t: NumTerm, where: str) -> list[NumTerm]:
+        out = []
+        if t.integer:
+            out.append(NumTerm(nonint=True))
+        if t.nonint:
+            out.append(NumTerm(integer=True))
+        if t.plain:
+            out.append(NumTerm(nonplain=True))
+        if t.nonplain:
+            out.append(NumTerm(plain=True))
+        if t.lo is not None:
+            out.append(NumTerm(hi=t.lo, hi_x=not t.lo_x))
+        if t.hi is not None:
+            out.append(NumTerm(lo=t.hi, lo_x=not t.hi_x))
+        out.extend(NumTerm(nonmult=(m,)) for m in t.mult)
+        out.extend(NumTerm(mult=(m,)) for m in t.nonmult)
+        if t.values is not None:
+            out.append(NumTerm(excluded=t.values))
+        if t.excluded:
+            out.append(NumTerm(values=t.excluded))
+        return out
+
+    @staticmethod
+    def _negate_string(t: StrTerm, where: str) -> list[StrTerm]:
+        out = []
+        if t.min_len > 0:
+            out.append(StrTerm(max_len=t.min_len - 1))
+        if t.max_len is not None:
+            out.append(StrTerm(min_len=t.max_len + 1))
+        out.extend(StrTerm(neg_patterns=(p,)) for p in t.patterns)
+        out.extend(StrTerm(patterns=(p,)) for p in t.neg_patterns)
+        for name, at in t.formats:
+            if not FORMATS[name].exact:
+                raise SchemaError(
+                    f"the complement of format {name!r} can't be enforced (the format is narrowed here)", at, "format"
+                )
+            out.append(StrTerm(neg_formats=((name, at),)))
+        out.extend(StrTerm(formats=(f,)) for f in t.neg_formats)
+        if t.values is not None:
+            out.append(StrTerm(excluded=t.values))
+        if t.excluded:
+            out.append(StrTerm(values=t.excluded))
+        return out
+
+    @staticmethod
+    def _negate_array(t: ArrTerm, where: str) -> list[ArrTerm]:
+        out = []
+        if t.min_items > 0:
+            out.append(ArrTerm(max_items=t.min_items - 1))
+        if t.max_items is not None:
+            out.append(ArrTerm(min_items=t.max_items + 1))
+        for i, node in t.at:
+            out.append(ArrTerm(min_items=i + 1, at=((i, node_not(node)),)))
+        for start, node in t.rest:
+            out.append(ArrTerm(contains=(Contains(node_not(node), 1, None, start, where),)))
+        for c in t.contains:
+            if c.min > 0:
+                out.append(ArrTerm(contains=(replace(c, min=0, max=c.min - 1),)))
+            if c.max is not None:
+                out.append(ArrTerm(contains=(replace(c, min=c.max + 1, max=None),)))
+        if t.unique:
+            raise SchemaError("the complement of uniqueItems can't be enforced", t.unique, "uniqueItems")
+        if t.values is not None:
+            raise SchemaError("the complement of an enum of arrays can't be enforced", where, "enum")
+        if t.excluded:
+            out.append(ArrTerm(values=t.excluded))
+        return out
+
+    @staticmethod
+    def _negate_object(t: ObjTerm, where: str) -> list[ObjTerm]:
+        out = []
+        for name, node in t.props:
+            if node != TRUE:
+                out.append(ObjTerm(props=((name, node_not(node)),), required=frozenset({name})))
+        for keys, node, at in t.rules:
+            if node != TRUE:
+                out.append(ObjTerm(exists=((keys, node_not(node), at),)))
+        for keys, node, at in t.exists:
+            out.append(ObjTerm(rules=((keys, node_not(node), at),)))
+        for name in sorted(t.required):
+            out.append(ObjTerm(props=((name, FALSE),)))
+        if t.min_props > 0:
+            out.append(ObjTerm(max_props=t.min_props - 1))
+        if t.max_props is not None:
+            out.append(ObjTerm(min_props=t.max_props + 1))
+        for name, needed in t.deps:
+            for other in needed:
+                out.append(ObjTerm(props=((other, FALSE),), required=frozenset({name})))
+        if t.values is not None:
+            raise SchemaError("the complement of an enum of objects can't be enforced", where, "enum")
+        if t.excluded:
+            out.append(ObjTerm(values=t.excluded))
+        return out
+
+    # -- emptiness (sound: True only when provably empty)
+
+    def prune(self, shape: Shape) -> Shape:
+        """``shape`` without the types whose terms are provably empty."""
+        found = self._pruned.get(shape)
+        if found is None:
+            found = self._prune(shape)
+            if not self._probing:
+                self._pruned[shape] = found
+        return found
+
+    def _prune(self, shape: Shape) -> Shape:
+        kinds = set(shape.types)
+        if "boolean" in kinds and not shape.boolean:
+            kinds.discard("boolean")
+        if "number" in kinds and _num_empty(shape.number):
+            kinds.discard("number")
+        if "string" in kinds and self._str_empty(shape.string):
+            kinds.discard("string")
+        if "array" in kinds and self._arr_empty(shape.array):
+            kinds.discard("array")
+        if "object" in kinds and self._obj_empty(shape.object):
+            kinds.discard("object")
+        return shape if len(kinds) == len(shape.types) else shape.only(kinds)
+
+    def node_empty(self, node: Node) -> bool:
+        """Whether ``node`` provably admits nothing (looks at most two nodes deep)."""
+        if node == FALSE:
+            return True
+        if self._probing >= 2:
+            return False
+        self._probing += 1
+        try:
+            return not [s for s in self.dnf(node) if self.prune(s).types]
+        except (_Reentry, BanisterError):
+            return False
+        finally:
+            self._probing -= 1
+
+    @staticmethod
+    def _str_empty(t: StrTerm) -> bool:
+        if t.max_len is not None and t.min_len > t.max_len:
+            return True
+        if t.values is not None:
+            return not any(t.admits(v) for v in t.values)
+        constraints = len(t.patterns) + len(t.formats) + len(t.neg_patterns) + len(t.neg_formats)
+        if constraints == 0 or constraints > 4 or (constraints == 1 and not t.patterns and not t.excluded):
+            return False
+        return _string_term_empty(t)
+
+    def _arr_empty(self, t: ArrTerm) -> bool:
+        if t.max_items is not None and t.min_items > t.max_items:
+            return True
+        if t.values is not None:
+            return not t.values
+        need = t.min_items
+        for c in t.contains:
+            if c.max is not None and c.min > c.max:
+                return True
+            need = max(need, c.start + c.min)
+        if t.max_items is not None and need > t.max_items:
+            return True
+        return any(i < t.min_items and self.node_empty(n) for i, n in t.at)
+
+    def _obj_empty(self, t: ObjTerm) -> bool:
+        if t.max_props is not None and (t.min_props > t.max_props or len(t.required) > t.max_props):
+            return True
+        if t.values is not None:
+            return not t.values
+        for name in t.required:
+            node = node_and(*(n for k, n in t.props if k == name))
+            try:
+                node = node_and(node, *(n for keys, n, _ in t.rules if self.key_in(keys, name)))
+            except (_Reentry, BanisterError):
+                pass
+            if self.node_empty(node):
+                return True
+        return False
+
+    def disjoint(self, a: DNF, b: DNF) -> bool:
+        """Whether no value satisfies both (sound: False when unsure)."""
+        return all(not self.prune(merge(s, t)).types for s in a for t in b)
+
+    # -- membership of concrete values
+
+    def admits(self, node: Node, value: Any) -> bool:
+        """Whether the JSON ``value`` is valid under ``node`` (exact, by the same semantics)."""
+        return any(self.shape_admits(s, value) for s in self.dnf(node))
+
+    def shape_admits(self, shape: Shape, value: Any) -> bool:
+        kind = json_type(value)
+        if kind not in shape.types:
+            return False
+        if kind == "boolean":
+            return value in shape.boolean
+        if kind == "number":
+            term = shape.number
+            if (term.plain and isinstance(value, float)) or (term.nonplain and isinstance(value, int)):
+                return False
+            return term.admits(to_fraction(value))
+        if kind == "string":
+            return shape.string.admits(value)
+        if kind == "array":
+            return self._array_admits(shape.array, value)
+        if kind == "object":
+            return self._object_admits(shape.object, value)
+        return True
+
+    def _array_admits(self, t: ArrTerm, value: list) -> bool:
+        n = len(value)
+        if n < t.min_items or (t.max_items is not None and n > t.max_items):
+            return False
+        key = canon(value)
+        if t.values is not None and key not in text_keys(t.values):
+            return False
+        if key in text_keys(t.excluded):
+            return False
+        if t.unique and len({canon(v) for v in value}) != n:
+            return False
+        for i, node in t.at:
+            if i < n and not self.admits(node, value[i]):
+                return False
+        for start, node in t.rest:
+            if not all(self.admits(node, v) for v in value[start:]):
+                return False
+        for c in t.contains:
+            hits = sum(1 for v in value[c.start :] if self.admits(c.node, v))
+            if hits < c.min or (c.max is not None and hits > c.max):
+                return False
+        return True
+
+    def _object_admits(self, t: ObjTerm, value: dict) -> bool:
+        n = len(value)
+        if n < t.min_props or (t.max_props is not None and n > t.max_props):
+            return False
+        key = canon(value)
+        if t.values is not None and key not in text_keys(t.values):
+            return False
+        if key in text_keys(t.excluded):
+            return False
+        if not t.required <= value.keys():
+            return False
+        for name, needed in t.deps:
+            if name in value and not set(needed) <= value.keys():
+                return False
+        for name, node in t.props:
+            if name in value and not self.admits(node, value[name]):
+                return False
+        for keys, node, _ in t.rules:
+            for name, v in value.items():
+                if self.key_in(keys, name) and not self.admits(node, v):
+                    return False
+        return all(
+            any(self.key_in(keys, name) and self.admits(node, v) for name, v in value.items())
+            for keys, node, _ in t.exists
+        )
+
+    def key_in(self, keys: KeySet, name: str) -> bool:
+        if keys[0] == "pattern":
+            return pattern_matches(keys[1], name)
+        if keys[0] == "other":
+            return name not in keys[1] and not any(pattern_matches(p, name) for p in keys[2])
+        return not self.admits(keys[1], name)
+
+    # -- property order
+
+    def rank(self, node: Node) -> dict[str, int]:
+        """Property names in schema order: a depth-first walk of the node's schemas (own ``properties``,
+        ``required``, dependency names, then ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``,
+        ``then``, ``else``, ``dependentSchemas``/``dependencies`` in that order)."""
+        found = self._ranks.get(node)
+        if found is None:
+            found = self._ranks[node] = {}
+            seen: set[str] = set()
+            for name in _walk_names(self, node, seen):
+                found.setdefault(name, len(found))
+        return found
+
+
+def _walk_names(logic: Logic, node: Node, seen: set[str]) -> Iterator[str]:
+    stack: list[Any] = list(reversed(node))
+    while stack:
+        item = stack.pop()
+        if item[0] == "not":
+            stack.extend(reversed(item[1]))
+            continue
+        if item[0] != "loc" or item[1] in seen:
+            continue
+        seen.add(item[1])
+        loc = logic.doc.location(item[1])
+        s, p = loc.schema, loc.pointer
+        if not isinstance(s, dict):
+            continue
+        if isinstance(s.get("properties"), dict):
+            yield from s["properties"]
+        if isinstance(s.get("required"), list):
+            yield from (r for r in s["required"] if isinstance(r, str))
+        for key in ("dependentRequired", "dependencies"):
+            if isinstance(s.get(key), dict):
+                for name, needed in s[key].items():
+                    if isinstance(needed, list):
+                        yield name
+                        yield from (n for n in needed if isinstance(n, str))
+        subs: list[Any] = []
+        if isinstance(s.get("$ref"), str):
+            try:
+                subs.append(("loc", logic.doc.resolve(s["$ref"], loc).pointer))
+            except SchemaError:
+                pass
+        if not ("$ref" in s and loc.draft in ("4", "6", "7")):
+            for key in ("allOf", "anyOf", "oneOf"):
+                if isinstance(s.get(key), list):
+                    subs.extend(("loc", f"{p}/{key}/{i}") for i in range(len(s[key])))
+            for key in ("not", "if", "then", "else"):
+                if key in s:
+                    subs.append(("loc", f"{p}/{key}"))
+            for key in ("dependentSchemas", "dependencies"):
+                if isinstance(s.get(key), dict):
+                    subs.extend(
+                        ("loc", f"{p}/{key}/{escape_token(k)}")
+                        for k, v in s[key].items()
+                        if isinstance(v, (dict, bool))
+                    )
+        stack.extend(reversed(subs))
+
+
+class _Reentry(Exception):
+    """A probe (emptiness check) reached a location still being expanded."""
+
+
+@lru_cache(maxsize=1024)
+def _string_term_empty(t: StrTerm) -> bool:
+    try:
+        return json_automata.is_empty(string_dfa(t, max_states=2000))
+    except BanisterError:
+        return False
+
+
+def _num_empty(t: NumTerm) -> bool:
+    if (t.integer and t.nonint) or (t.plain and (t.nonplain or t.nonint)):
+        return True
+    if t.values is not None:
+        return not any(t.admits(v) for v in t.values)
+    if t.lo is None or t.hi is None:
+        return False
+    if t.lo > t.hi or (t.lo == t.hi and (t.lo_x or t.hi_x)):
+        return True
+    if t.lo == t.hi:
+        return not t.admits(t.lo)
+    if t.integer:
+        first = math.floor(t.lo) + 1 if (t.lo_x or t.lo.denominator != 1) else int(t.lo)
+        last = math.ceil(t.hi) - 1 if (t.hi_x or t.hi.denominator != 1) else int(t.hi)
+        return first > last
+    return False
+
+
+def _has_applicators(schema: dict, key: str) -> bool:
+    """Whether ``unevaluated*`` depends on more than the schema's own keywords (then it is refused)."""
+    covered = "additionalProperties" if key == "unevaluatedProperties" else "items"
+    if covered in schema or (
+        key == "unevaluatedItems" and "additionalItems" in schema and isinstance(schema.get("items"), list)
+    ):
+        return False
+    applicators = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies"}
+    if key == "unevaluatedItems":
+        applicators.add("contains")
+    return bool(applicators & schema.keys())
+
+
+def _declares_object(t: Any) -> bool:
+    return t == "object" or (isinstance(t, list) and "object" in t)
+
+
+def _count(s: dict, key: str, p: str, default: int | None = 0) -> Any:
+    if key not in s:
+        return default
+    value = s[key]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SchemaError(f"{key} must be a non-negative integer", p, key)
+    return value
+
+
+def _values_shape(values: list) -> Shape:
+    """The shape admitting exactly the JSON ``values``."""
+    kinds: dict[str, list] = {t: [] for t in TYPES}
+    for v in values:
+        kinds[json_type(v)].append(v)
+    return Shape(
+        frozenset(t for t, vs in kinds.items() if vs),
+        boolean=frozenset(kinds["boolean"]),
+        number=NumTerm(values=frozenset(to_fraction(v) for v in kinds["number"])),
+        string=StrTerm(values=frozenset(kinds["string"])),
+        array=ArrTerm(values=_texts(kinds["array"])),
+        object=ObjTerm(values=_texts(kinds["object"])),
+    )
+
+
+def _texts(values: list) -> tuple[str, ...]:
+    """JSON texts of ``values``, one per JSON-equal group."""
+    seen: dict[Any, str] = {}
+    for v in values:
+        seen.setdefault(canon(v), dumps(v))
+    return tuple(seen.values())
+
+
+def text_keys(texts: Iterable[str]) -> set:
+    return {canon(json.loads(t)) for t in texts}
+
+
+def string_dfa(term: StrTerm, *, max_states: int) -> json_automata.CharDFA:
+    """The minimal DFA of the strings a term admits (values excepted: those are a finite list)."""
+    parts: list[json_automata.CharDFA] = []
+    signs: list[bool] = []
+    for pattern, _ in term.patterns:
+        parts.append(json_automata.from_pattern(pattern, max_states=max_states))
+        signs.append(True)
+    for pattern, _ in term.neg_patterns:
+        parts.append(json_automata.from_pattern(pattern, max_states=max_states))
+        signs.append(False)
+    for name, _ in term.formats:
+        regex = format_regex(name, term.max_len)
+        parts.append(json_automata.from_pattern(regex, search=False, max_states=max_states))
+        signs.append(True)
+    for name, _ in term.neg_formats:
+        parts.append(json_automata.from_pattern(FORMATS[name].regex or "", search=False, max_states=max_states))
+        signs.append(False)
+    if term.min_len or term.max_len is not None:
+        parts.append(json_automata.length(term.min_len, term.max_len))
+        signs.append(True)
+    if term.excluded:
+        parts.append(json_automata.literals(term.excluded))
+        signs.append(False)
+    if term.values is not None:
+        parts.append(json_automata.literals(term.values))
+        signs.append(True)
+    if not parts:
+        parts.append(json_automata.length(0, None))
+        signs.append(True)
+
+    def accept(flags: tuple[bool, ...]) -> bool:
+        return all(f == s for f, s in zip(flags, signs))
+
+    return json_automata.minimize(json_automata.product(parts, accept, max_states=max_states))
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,280 @@
+"""Numbers under bounds, ``multipleOf``, integer-ness and excluded values, as exact automata.
+
+The automaton reads the JSON number text ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` left to right and compares it
+with each bound digit by digit (how many integer digits were read, and whether the digits so far are
+below, equal to or above the bound's), tracks the remainder of ``|x| * 10^s`` modulo ``c`` for each
+``multipleOf`` ``c / 10^s`` (a JSON number is a finite decimal, so every ``multipleOf`` has this form),
+and whether a non-zero fraction digit was seen. Exponent notation is not read here: a bounded number or a
+``multipleOf`` is accepted only in plain decimal notation (documented narrowing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from banister.errors import LimitError
+from banister.grammar.json_automata import CharDFA, minimize
+from banister.grammar.json_text import decimal_text
+
+
+@dataclass(frozen=True)
+class Bound:
+    """``|x|`` compared with ``value`` (>= 0): ``side`` is ``"lo"``, ``"hi"`` or ``"ne"`` (not equal)."""
+
+    value: Fraction
+    side: str
+    exclusive: bool = False
+
+
+_LESS, _EQUAL, _GREATER = -1, 0, 1
+
+
+def _digits(value: Fraction) -> tuple[str, str]:
+    parts = decimal_text(value)
+    if parts is None:
+        raise ValueError(f"{value} is not a finite decimal")
+    return parts
+
+
+def _ok(bound: Bound, status: int) -> bool:
+    if bound.side == "ne":
+        return status != _EQUAL
+    if status == _EQUAL:
+        return not bound.exclusive
+    return status == (_GREATER if bound.side == "lo" else _LESS)
+
+
+def magnitude_dfa(
+    bounds: list[Bound],
+    moduli: list[tuple[int, int, bool]],
+    *,
+    integer: bool,
+    nonint: bool,
+    fraction: str | None,
+    max_states: int,
+) -> CharDFA:
+    """The DFA of unsigned decimal texts ``(0|[1-9][0-9]*)(\\.[0-9]+)?`` whose value ``y`` meets every
+    bound, is (``True``) or is not (``False``) a multiple of ``c / 10^s`` for each ``(c, s, flag)`` in
+    ``moduli``, has no non-zero fraction digit (``integer``) or has one (``nonint``), and is written
+    without (``fraction="forbid"``) or with (``"require"``) a fraction part."""
+    digits = [_digits(b.value) for b in bounds]
+
+    # State: (phase, per-bound comparator, per-modulus (remainder, fraction digits, nonzero beyond s),
+    # nonzero fraction digit seen). phase: "s" start, "z" integer part is 0, "i" integer digits, "d" after
+    # the dot, "f" fraction digits.
+    def start() -> tuple:
+        return ("s", tuple((0, _EQUAL) for _ in bounds), tuple((0, 0, False) for _ in moduli), False)
+
+    def int_digit(state: tuple, d: int) -> tuple:
+        _, cmps, mods, seen = state
+        new_cmps = []
+        for (whole, _frac), (k, rel) in zip(digits, cmps):
+            if k < len(whole):
+                if rel == _EQUAL:
+                    rel = (d > int(whole[k])) - (d < int(whole[k]))
+                new_cmps.append((k + 1, rel))
+            else:
+                new_cmps.append((len(whole) + 1, _GREATER))
+        new_mods = tuple(((r * 10 + d) % c, 0, False) for (c, _s, _f), (r, _, _) in zip(moduli, mods))
+        return ("i", tuple(new_cmps), new_mods, seen)
+
+    def end_int(cmps: tuple) -> tuple:
+        out = []
+        for (whole, _frac), (k, rel) in zip(digits, cmps):
+            status = _LESS if k < len(whole) else _GREATER if k > len(whole) else rel
+            out.append((status, 0))
+        return tuple(out)
+
+    def frac_digit(state: tuple, d: int) -> tuple:
+        _, cmps, mods, seen = state
+        new_cmps = []
+        for (_whole, frac), (status, j) in zip(digits, cmps):
+            if status == _EQUAL:
+                ref = int(frac[j]) if j < len(frac) else 0
+                status = (d > ref) - (d < ref)
+                j = min(j + 1, len(frac))
+            new_cmps.append((status, j))
+        new_mods = []
+        for (c, s, _f), (r, j, beyond) in zip(moduli, mods):
+            if j < s:
+                new_mods.append(((r * 10 + d) % c, j + 1, beyond))
+            else:
+                new_mods.append((r, j, beyond or d != 0))
+        return ("f", tuple(new_cmps), tuple(new_mods), seen or d != 0)
+
+    def accepting(state: tuple) -> bool:
+        phase, cmps, mods, seen = state
+        if phase in ("s", "d") or (fraction == "require" and phase in ("z", "i")):
+            return False
+        finals = end_int(cmps) if phase in ("z", "i") else cmps
+        # Equal so far, but the bound has non-zero digits left: the number is below it.
+        statuses = [
+            _LESS if st == _EQUAL and frac[j:].strip("0") else st for (_w, frac), (st, j) in zip(digits, finals)
+        ]
+        if not all(_ok(b, st) for b, st in zip(bounds, statuses)):
+            return False
+        for (c, s, flag), (r, j, beyond) in zip(moduli, mods):
+            multiple = not beyond and (r * pow(10, s - j, c)) % c == 0
+            if multiple != flag:
+                return False
+        return not (integer and seen) and not (nonint and not seen)
+
+    def step(state: tuple, ch: str) -> tuple | None:
+        phase, cmps, mods, seen = state
+        if ch == ".":
+            return ("d", end_int(cmps), mods, seen) if phase in ("z", "i") and fraction != "forbid" else None
+        d = ord(ch) - 48
+        if phase == "s":
+            return ("z", *int_digit(state, 0)[1:]) if d == 0 else int_digit(state, d)
+        if phase == "i":
+            return int_digit(state, d)
+        if phase in ("d", "f"):
+            return frac_digit(state, d)
+        return None
+
+    return _explore(start(), step, accepting, "0123456789.", max_states)
+
+
+def _explore(
+    start: tuple,
+    step: Callable[[tuple, str], tuple | None],
+    accepting: Callable[[tuple], bool],
+    alphabet: str,
+    max_states: int,
+) -> CharDFA:
+    index = {start: 0}
+    order = [start]
+    edges: list[list[tuple[int, int, int]]] = []
+    for state in order:
+        row = []
+        for ch in alphabet:
+            nxt = step(state, ch)
+            if nxt is None:
+                continue
+            found = index.get(nxt)
+            if found is None:
+                if len(order) >= max_states:
+                    raise LimitError(
+                        f"a number constraint needs more than {max_states} automaton states",
+                        setting="max_number_states",
+                    )
+                found = index[nxt] = len(order)
+                order.append(nxt)
+            row.append((ord(ch), ord(ch), found))
+        edges.append(row)
+    return CharDFA(edges, [accepting(s) for s in order])
+
+
+def signed_parts(
+    lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, excluded: frozenset[Fraction]
+) -> list[tuple[bool, list[Bound]]]:
+    """For each sign (False: ``x >= 0`` written without ``-``, True: ``-y``), the bounds on ``y = |x|``;
+    a sign whose range is empty is left out."""
+    out = []
+    for negative in (False, True):
+        bounds: list[Bound] = []
+        low, low_x = (lo, lo_x) if not negative else ((-hi, hi_x) if hi is not None else (None, False))
+        high, high_x = (hi, hi_x) if not negative else ((-lo, lo_x) if lo is not None else (None, False))
+        if high is not None and (high < 0 or (high == 0 and high_x)):
+            continue
+        if low is not None and (low > 0 or (low == 0 and low_x)):
+            bounds.append(Bound(low, "lo", low_x))
+        if high is not None:
+            bounds.append(Bound(high, "hi", high_x))
+        for e in excluded:
+            y = -e if negative else e
+            if y >= 0:
+                bounds.append(Bound(y, "ne"))
+        out.append((negative, bounds))
+    return out
+
+
+def number_dfa(
+    lo: Fraction | None,
+    lo_x: bool,
+    hi: Fraction | None,
+    hi_x: bool,
+    *,
+    integer: bool,
+    nonint: bool,
+    fraction: str | None,
+    mult: tuple[Fraction, ...],
+    nonmult: tuple[Fraction, ...],
+    excluded: frozenset[Fraction],
+    max_states: int,
+) -> CharDFA:
+    """The minimal DFA of the plain decimal JSON numbers meeting all the constraints (sign included)."""
+    moduli = [(*_modulus(m), True) for m in mult] + [(*_modulus(m), False) for m in nonmult]
+    parts = []
+    for negative, bounds in signed_parts(lo, lo_x, hi, hi_x, excluded):
+        dfa = magnitude_dfa(bounds, moduli, integer=integer, nonint=nonint, fraction=fraction, max_states=max_states)
+        parts.append((negative, dfa))
+    # Join: state 0 reads an optional '-' then continues as the matching magnitude DFA.
+    edges: list[list[tuple[int, int, int]]] = [[]]
+    accepting = [False]
+    for negative, dfa in parts:
+        offset = len(edges)
+        edges.extend([(lo_, hi_, t + offset) for lo_, hi_, t in row] for row in dfa.edges)
+        accepting.extend(dfa.accepting)
+        if negative:
+            edges[0].append((ord("-"), ord("-"), offset))
+        else:
+            edges[0].extend((lo_, hi_, t + offset) for lo_, hi_, t in dfa.edges[0])
+            accepting[0] = accepting[0] or dfa.accepting[0]
+    edges[0].sort()
+    return minimize(CharDFA(edges, accepting))
+
+
+def _modulus(m: Fraction) -> tuple[int, int]:
+    """``(c, s)`` with ``m == c / 10^s``."""
+    whole, frac = _digits(m)
+    return int(whole + frac), len(frac)
+
+
+def _at_least(p: int) -> str:
+    """Digit strings (leading zeros allowed) whose value is at least ``p``."""
+    if p == 0:
+        return "[0-9]+"
+    digits = str(p)
+    alts = [f"[1-9][0-9]{{{len(digits)},}}", digits]
+    for i, d in enumerate(digits):
+        if d != "9":
+            rest = len(digits) - i - 1
+            alts.append(digits[:i] + (f"[{int(d) + 1}-9]" if d != "8" else "9") + ("[0-9]" * rest))
+    return "0*(?:" + "|".join(alts) + ")"
+
+
+def exponent_forms(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, *, integer: bool) -> str | None:
+    """Exponent-notation numbers (``[1-9](.d+)?e±E``, as ``json.dumps`` writes large and small floats)
+    whose magnitude alone puts them in range: a subset of the valid ones, exact where it accepts.
+
+    Large ones (``1e+16``) when there is no bound on their side, small ones (``5e-07``) when 0 is
+    within or at the edge of the range; integers only large, with at most as many mantissa fraction
+    digits as the exponent's least value.
+    """
+
+    def above(p: int, limit: Fraction | None, exclusive: bool) -> int:
+        while limit is not None and (Fraction(10) ** p < limit or (Fraction(10) ** p == limit and exclusive)):
+            p += 1
+        return p
+
+    alts = []
+    for sign, bound, bx, open_side in (("", lo, lo_x, hi), ("-", None if hi is None else -hi, hi_x, lo)):
+        if open_side is not None:
+            continue
+        p = above(0, bound, bx)
+        fraction = (r"(?:\.[0-9]{1," + str(p) + "})?" if p else "") if integer else r"(?:\.[0-9]+)?"
+        mantissa = "[1-9]" + fraction
+        alts.append(sign + mantissa + r"[eE]\+?" + _at_least(p))
+    if not integer:
+        for sign, near, far in (("", lo, hi), ("-", None if hi is None else -hi, None if lo is None else -lo)):
+            # |x| < 10^(1-q) and x on this side of 0: valid when 0 is in or at the edge of the range.
+            if (near is not None and near > 0) or (far is not None and far <= 0):
+                continue
+            q = 1
+            while far is not None and Fraction(10) ** (1 - q) > far:
+                q += 1
+            alts.append(sign + r"[1-9](?:\.[0-9]+)?[eE]-" + _at_least(q))
+    return "|".join(alts) if alts else None

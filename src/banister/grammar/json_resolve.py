@@ -1,0 +1,176 @@
+"""A JSON Schema document: drafts, base URIs, ``$id``/``$anchor`` resources and ``$ref`` resolution.
+
+Every schema location is named by its JSON pointer from the document root (``""`` is the root); that
+pointer is what errors report and what the compiler uses as the location's identity. Only references
+inside the document resolve (by ``$id``, ``$anchor``, plain-name fragments or JSON pointer); a remote
+reference is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from banister.errors import SchemaError
+
+DRAFTS = ("4", "6", "7", "2019-09", "2020-12")
+_SCHEMA_URIS = {
+    "json-schema.org/draft-04/schema": "4",
+    "json-schema.org/draft-06/schema": "6",
+    "json-schema.org/draft-07/schema": "7",
+    "json-schema.org/draft/2019-09/schema": "2019-09",
+    "json-schema.org/draft/2020-12/schema": "2020-12",
+}
+_ROOT_BASE = "https://banister.invalid/root.json"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+# Keywords whose values are schemas, lists of schemas, or maps of schemas.
+_ONE = (
+    "additionalItems",
+    "additionalProperties",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+    "items",
+)
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+
+
+def draft_of(schema: Any, default: str) -> str:
+    """The draft a root schema declares with ``$schema`` (``default`` when absent or unknown)."""
+    if isinstance(schema, dict) and isinstance(schema.get("$schema"), str):
+        uri = schema["$schema"].split("://", 1)[-1].rstrip("#")
+        return _SCHEMA_URIS.get(uri, default)
+    return default
+
+
+def escape_token(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def join(base: str, ref: str) -> str:
+    """Resolve ``ref`` against ``base`` (``urljoin``, plus fragment-only refs on URN bases)."""
+    if ref.startswith("#"):
+        return urldefrag(base).url + ref
+    if _SCHEME.match(ref):
+        return ref
+    return urljoin(base, ref)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A schema inside the document: its value, pointer, base URI and draft."""
+
+    schema: Any
+    pointer: str
+    base: str
+    draft: str
+
+
+class Document:
+    """An indexed schema document; ``location(pointer)`` and ``resolve(ref, at)`` find schemas."""
+
+    def __init__(self, root: Any, draft: str) -> None:
+        self.root = root
+        self._info: dict[str, tuple[str, str]] = {}
+        self._resources: dict[str, str] = {}
+        self._anchors: dict[str, str] = {}
+        self._index(root, draft)
+
+    def _index(self, root: Any, default_draft: str) -> None:
+        stack: list[tuple[Any, str, str, str]] = [(root, "", _ROOT_BASE, draft_of(root, default_draft))]
+        self._resources[_ROOT_BASE] = ""
+        while stack:
+            node, pointer, base, draft = stack.pop()
+            if not isinstance(node, dict):
+                self._info.setdefault(pointer, (base, draft))
+                continue
+            if pointer and isinstance(node.get("$schema"), str) and self._id_of(node, draft) is not None:
+                draft = draft_of(node, draft)
+            ident = self._id_of(node, draft)
+            if ident is not None:
+                url, fragment = urldefrag(join(base, ident))
+                if fragment and draft in ("4", "6", "7"):
+                    self._anchors.setdefault(f"{url}#{fragment}", pointer)
+                else:
+                    base = url
+                    self._resources.setdefault(url, pointer)
+            anchor = node.get("$anchor")
+            if isinstance(anchor, str):
+                self._anchors.setdefault(f"{urldefrag(base).url}#{anchor}", pointer)
+            dynamic = node.get("$dynamicAnchor")
+            if isinstance(dynamic, str):
+                self._anchors.setdefault(f"{urldefrag(base).url}#{dynamic}", pointer)
+            self._info[pointer] = (base, draft)
+            for key in _ONE:
+                if isinstance(node.get(key), (dict, bool)):
+                    stack.append((node[key], f"{pointer}/{escape_token(key)}", base, draft))
+            for key in _LIST:
+                if isinstance(node.get(key), list):
+                    for i, item in enumerate(node[key]):
+                        stack.append((item, f"{pointer}/{escape_token(key)}/{i}", base, draft))
+            for key in _MAP:
+                if isinstance(node.get(key), dict):
+                    for name, item in node[key].items():
+                        if isinstance(item, (dict, bool)):
+                            stack.append((item, f"{pointer}/{escape_token(key)}/{escape_token(name)}", base, draft))
+
+    @staticmethod
+    def _id_of(node: dict, draft: str) -> str | None:
+        key = "id" if draft == "4" else "$id"
+        value = node.get(key)
+        if not isinstance(value, str):
+            return None
+        if "$ref" in node and draft in ("4", "6", "7"):
+            return None  # $ref siblings are ignored before 2019-09, $id included
+        return value
+
+    def location(self, pointer: str) -> Location:
+        """The schema at ``pointer`` (SchemaError if there is none)."""
+        node = self.root
+        tokens = pointer.split("/")[1:] if pointer else []
+        for i, raw in enumerate(tokens):
+            token = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                where = "/" + "/".join(tokens[:i])
+                raise SchemaError(f"$ref target {pointer!r} does not exist", where if i else "", "$ref")
+        found = self._info.get(pointer)
+        if found is None:
+            # A location the index did not walk (under an unknown keyword): inherit from the nearest parent.
+            parent = pointer
+            while found is None and parent:
+                parent = parent.rsplit("/", 1)[0]
+                found = self._info.get(parent)
+            found = found or (_ROOT_BASE, "2020-12")
+        return Location(node, pointer, found[0], found[1])
+
+    def resolve(self, ref: str, at: Location) -> Location:
+        """The target of ``$ref`` (or ``$dynamicRef`` resolved statically) written at ``at``."""
+        url, fragment = urldefrag(join(at.base, ref))
+        fragment = unquote(fragment)
+        if fragment and not fragment.startswith("/"):
+            target = self._anchors.get(f"{url}#{fragment}")
+            if target is None:
+                raise SchemaError(f"$ref {ref!r}: no anchor {fragment!r} in this document", at.pointer, "$ref")
+            return self.location(target)
+        resource = self._resources.get(url)
+        if resource is None:
+            raise SchemaError(
+                f"$ref {ref!r} points outside this document (remote references are not supported)",
+                at.pointer,
+                "$ref",
+            )
+        tokens = [escape_token(t.replace("~1", "/").replace("~0", "~")) for t in fragment.split("/")[1:]]
+        return self.location(resource + "".join("/" + t for t in tokens))

@@ -1,0 +1,187 @@
+"""JSON Schema to grammar: the front end behind ``Compiler.json_schema`` and ``Compiler.json``.
+
+The pipeline, in order:
+
+1. Parse and index the document (:mod:`json_resolve`): draft, ``$id``/``$anchor`` resources, ``$ref``.
+2. Expand each schema location into shapes, one constraint term per JSON type (:mod:`json_logic`):
+   ``allOf`` intersects, ``anyOf``/``oneOf`` unite, ``not``/``if`` complement; sub-values stay nodes.
+3. Build rules per node from a work list (:mod:`json_build`): numbers and strings become lexemes
+   (:mod:`json_numbers`, :mod:`json_strings`, :mod:`json_text`, :mod:`json_formats`), arrays and objects
+   become member sequences; rules that derive nothing are removed.
+
+Every keyword is enforced exactly or refused with :class:`~banister.errors.SchemaError` (message, JSON
+pointer, keyword); size limits raise :class:`~banister.errors.LimitError` naming their setting. The
+table of keywords in docs/json-schema.md is generated from :data:`KEYWORDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from banister.errors import LimitError, SchemaError
+from banister.grammar.ir import Grammar
+from banister.grammar.json_build import BuildOptions, JsonGrammarBuilder, SchemaSettings
+from banister.grammar.json_keywords import KEYWORDS, OPTIONS, Keyword, reference_tables
+from banister.grammar.json_logic import Logic, LogicOptions, loc_node
+from banister.grammar.json_regex import grammar_to_regex
+from banister.grammar.json_resolve import DRAFTS, Document
+
+__all__ = [
+    "KEYWORDS",
+    "OPTIONS",
+    "Keyword",
+    "SchemaSettings",
+    "json_grammar",
+    "json_schema_to_grammar",
+    "json_schema_to_regex",
+    "reference_tables",
+]
+
+KeyOrder = Literal["schema", "any"]
+Whitespace = Literal["flexible", "compact", "pretty"]
+
+
+def json_schema_to_grammar(
+    schema: Mapping[str, Any] | bool | str,
+    *,
+    strict: bool = False,
+    key_order: KeyOrder = "schema",
+    whitespace: Whitespace = "flexible",
+    max_whitespace: int = 20,
+    max_nesting: int = 32,
+    draft: str | None = None,
+    unsupported_formats: Literal["error", "ignore"] = "error",
+    settings: SchemaSettings | None = None,
+) -> Grammar:
+    """The grammar of the JSON texts valid under ``schema`` (a dict, a boolean, or JSON text).
+
+    Options (see docs/json-schema.md): ``strict`` closes objects as OpenAI's strict mode;
+    ``key_order`` is ``"schema"`` (declared properties in schema order, other keys after them) or
+    ``"any"``; ``whitespace`` is ``"flexible"`` (runs of at most ``max_whitespace``), ``"compact"`` or
+    ``"pretty"`` (``json.dumps``' default separators); ``max_nesting`` caps the depth of free-form
+    values; ``draft`` applies when ``$schema`` does not say (default 2020-12); ``unsupported_formats``
+    ``"ignore"`` treats unknown formats as annotations. Raises SchemaError or LimitError.
+    """
+    settings = settings or SchemaSettings()
+    _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats)
+    root = _load(schema)
+    deadline = time.monotonic() + settings.time_limit_s
+    document = Document(root, draft or "2020-12")
+    logic = Logic(
+        document,
+        LogicOptions(
+            strict=strict,
+            unsupported_formats=unsupported_formats,
+            max_alternatives=settings.max_alternatives,
+            max_depth=settings.max_depth,
+            deadline=deadline,
+        ),
+    )
+    builder = JsonGrammarBuilder(
+        logic,
+        BuildOptions(
+            key_order=key_order,
+            whitespace=whitespace,
+            max_whitespace=max_whitespace,
+            max_nesting=max_nesting,
+            settings=settings,
+            deadline=deadline,
+        ),
+    )
+    try:
+        return builder.build(loc_node(""))
+    except RecursionError as err:
+        raise LimitError("the schema is nested too deeply", setting="max_depth") from err
+
+
+def json_grammar(
+    *,
+    key_order: KeyOrder = "schema",
+    whitespace: Whitespace = "flexible",
+    max_whitespace: int = 20,
+    max_nesting: int = 32,
+    settings: SchemaSettings | None = None,
+) -> Grammar:
+    """Any JSON value (the schema ``{}``), arrays and objects nested at most ``max_nesting`` deep."""
+    return json_schema_to_grammar(
+        {},
+        key_order=key_order,
+        whitespace=whitespace,
+        max_whitespace=max_whitespace,
+        max_nesting=max_nesting,
+        settings=settings,
+    )
+
+
+def json_schema_to_regex(schema: Mapping[str, Any] | bool | str, **options: Any) -> str:
+    """One regex (banister syntax, whole match) for a non-recursive schema; same options as
+    :func:`json_schema_to_grammar`. Raises SchemaError for recursion, LimitError when too large
+    (``settings.max_inline_regex_length``; free-form values unroll ``max_nesting`` levels, so keep it small)."""
+    grammar = json_schema_to_grammar(schema, **options)
+    settings = options.get("settings") or SchemaSettings()
+    return grammar_to_regex(grammar, max_length=settings.max_inline_regex_length)
+
+
+def _check_options(
+    key_order: str, whitespace: str, max_whitespace: int, max_nesting: int, draft: str | None, unsupported_formats: str
+) -> None:
+    if key_order not in ("schema", "any"):
+        raise ValueError(f"key_order must be 'schema' or 'any', not {key_order!r}")
+    if whitespace not in ("flexible", "compact", "pretty"):
+        raise ValueError(f"whitespace must be 'flexible', 'compact' or 'pretty', not {whitespace!r}")
+    if not isinstance(max_whitespace, int) or max_whitespace < 0:
+        raise ValueError(f"max_whitespace must be a non-negative integer, not {max_whitespace!r}")
+    if not isinstance(max_nesting, int) or max_nesting < 0:
+        raise ValueError(f"max_nesting must be a non-negative integer, not {max_nesting!r}")
+    if draft is not None and draft not in DRAFTS:
+        raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, not {draft!r}")
+    if unsupported_formats not in ("error", "ignore"):
+        raise ValueError(f"unsupported_formats must be 'error' or 'ignore', not {unsupported_formats!r}")
+
+
+def _load(schema: Any) -> Any:
+    """The schema as plain JSON data (SchemaError for malformed JSON text or non-JSON values)."""
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except ValueError as err:
+            raise SchemaError(f"the schema is not valid JSON: {err}", "") from err
+        except RecursionError as err:
+            raise LimitError("the schema is nested too deeply to parse", setting="max_depth") from err
+    if isinstance(schema, Mapping) and not isinstance(schema, dict):
+        schema = dict(schema)
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "")
+    _check_json(schema)
+    return schema
+
+
+def _check_json(root: Any) -> None:
+    """SchemaError unless ``root`` is JSON data: dicts with string keys, lists, strings, finite numbers,
+    booleans, None, and no container inside itself (checked without recursion)."""
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        value, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(value))
+            continue
+        if isinstance(value, (dict, list)):
+            if id(value) in on_path:
+                raise SchemaError("the schema contains itself (not JSON data)", "")
+            on_path.add(id(value))
+            stack.append((value, True))
+            if isinstance(value, dict):
+                if not all(isinstance(k, str) for k in value):
+                    raise SchemaError("the schema has a non-string object key (not JSON data)", "")
+                stack.extend((v, False) for v in value.values())
+            else:
+                stack.extend((v, False) for v in value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise SchemaError(f"the schema holds {value!r}, which is not a JSON number", "")
+        elif not (value is None or isinstance(value, (str, bool, int, float))):
+            raise SchemaError(f"the schema holds a {type(value).__name__}, which is not JSON data", "")

@@ -1,0 +1,210 @@
+"""String constraints as JSON string lexemes: a regex over the *escaped* text, or an automaton.
+
+A ``pattern`` (JSON Schema search semantics) is translated AST to AST: every character set becomes the
+JSON text of one such character (raw or escaped, see :mod:`json_text`), and an end left unanchored gets
+``any character*``. Length bounds are folded into the pattern when they are implied or when the pattern
+is one counted run (``^[a-z]+$`` with ``maxLength: 8`` is ``[a-z]{1,8}``); other combinations go through
+:mod:`json_automata`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from banister.errors import LimitError
+from banister.grammar import json_automata
+from banister.grammar.json_automata import CharDFA
+from banister.grammar.json_formats import format_regex
+from banister.grammar.json_logic import StrTerm, string_dfa
+from banister.grammar.json_text import ANY_CHAR, json_char, json_strings
+from banister.regex import parse_regex
+from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
+
+
+@dataclass(frozen=True)
+class StringPlan:
+    """How to emit a string: ``regex`` (the whole lexeme, quotes included), ``length`` (any characters,
+    ``min_len`` to ``max_len``: the builder splits long runs), or ``dfa`` (rules, one per state)."""
+
+    kind: str
+    regex: str = ""
+    min_len: int = 0
+    max_len: int | None = None
+    dfa: CharDFA | None = None
+
+
+def render(node: Node) -> str:
+    """The JSON-string-content regex of an anchor-free AST (each code point as its JSON text)."""
+    if isinstance(node, CharSet):
+        return json_char(node.ranges) if node.ranges else "[]"
+    if isinstance(node, Concat):
+        return "".join(render(item) for item in node.items)
+    if isinstance(node, Alternate):
+        return "(?:" + "|".join(render(o) for o in node.options) + ")"
+    if isinstance(node, Repeat):
+        inner = render(node.item)
+        if not isinstance(node.item, CharSet):
+            inner = "(?:" + inner + ")"
+        if node.max is None:
+            quant = "*" if node.min == 0 else "+" if node.min == 1 else f"{{{node.min},}}"
+        elif node.min == node.max:
+            quant = f"{{{node.min}}}"
+        else:
+            quant = "?" if (node.min, node.max) == (0, 1) else f"{{{node.min},{node.max}}}"
+        return inner + quant
+    raise ValueError("anchors must be removed before rendering")
+
+
+def _has_anchor(node: Node) -> bool:
+    if isinstance(node, Anchor):
+        return True
+    if isinstance(node, Concat):
+        return any(_has_anchor(i) for i in node.items)
+    if isinstance(node, Alternate):
+        return any(_has_anchor(o) for o in node.options)
+    if isinstance(node, Repeat):
+        return _has_anchor(node.item)
+    return False
+
+
+def _edge_split(node: Node) -> list[tuple[bool, Node, bool]] | None:
+    """Alternatives ``(anchored at start, anchor-free core, anchored at end)``; None when an anchor sits
+    anywhere else."""
+    if isinstance(node, Alternate):
+        out: list[tuple[bool, Node, bool]] = []
+        for option in node.options:
+            part = _edge_split(option)
+            if part is None:
+                return None
+            out.extend(part)
+        return out
+    items = list(node.items) if isinstance(node, Concat) else [node]
+    start = end = False
+    while items and isinstance(items[0], Anchor) and items[0].kind == "start":
+        start = True
+        items.pop(0)
+    while items and isinstance(items[-1], Anchor) and items[-1].kind == "end":
+        end = True
+        items.pop()
+    core: Node = items[0] if len(items) == 1 else Concat(tuple(items))
+    if _has_anchor(core):
+        return None
+    return [(start, core, end)]
+
+
+def _bounds(node: Node) -> tuple[int, int | None]:
+    if isinstance(node, CharSet):
+        return 1, 1
+    if isinstance(node, Concat):
+        lo = 0
+        total: int | None = 0
+        for item in node.items:
+            a, b = _bounds(item)
+            lo += a
+            total = None if total is None or b is None else total + b
+        return lo, total
+    if isinstance(node, Alternate):
+        pairs = [_bounds(o) for o in node.options]
+        his = [b for _, b in pairs]
+        return min(a for a, _ in pairs), None if None in his else max(his)  # type: ignore[type-var]
+    if isinstance(node, Repeat):
+        a, b = _bounds(node.item)
+        if b == 0:
+            return 0, 0
+        return a * node.min, None if b is None or node.max is None else b * node.max
+    return 0, 0
+
+
+@lru_cache(maxsize=2048)
+def _split(pattern: str, search: bool) -> tuple[tuple[bool, Node, bool], ...] | None:
+    parts = _edge_split(parse_regex(pattern))
+    if parts is None:
+        return None
+    if not search:
+        return tuple((True, core, True) for _, core, _ in parts)
+    return tuple(parts)
+
+
+def _content(parts: tuple[tuple[bool, Node, bool], ...]) -> str:
+    alts = []
+    for start, core, end in parts:
+        alts.append(("" if start else ANY_CHAR + "*") + render(core) + ("" if end else ANY_CHAR + "*"))
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def _length_range(parts: tuple[tuple[bool, Node, bool], ...]) -> tuple[int, int | None]:
+    lows, highs = [], []
+    for start, core, end in parts:
+        lo, hi = _bounds(core)
+        lows.append(lo)
+        highs.append(hi if start and end else None)
+    return min(lows), None if None in highs else max(highs)  # type: ignore[type-var]
+
+
+def _push_length(parts: tuple[tuple[bool, Node, bool], ...], min_len: int, max_len: int | None):
+    """The single anchored alternative with its one counted run re-bounded to the length range; None if
+    the pattern is not of that form, () if the range makes it empty."""
+    if len(parts) != 1 or not (parts[0][0] and parts[0][2]):
+        return None
+    core = parts[0][1]
+    items = list(core.items) if isinstance(core, Concat) else [core]
+    variable = [i for i, item in enumerate(items) if _bounds(item)[0] != _bounds(item)[1]]
+    if len(variable) != 1:
+        return None
+    run = items[variable[0]]
+    if not (isinstance(run, Repeat) and isinstance(run.item, CharSet)):
+        return None
+    fixed = sum(_bounds(item)[0] for i, item in enumerate(items) if i != variable[0])
+    lo = max(run.min, min_len - fixed)
+    hi = run.max if max_len is None else (max_len - fixed if run.max is None else min(run.max, max_len - fixed))
+    if hi is not None and lo > hi:
+        return ()
+    items[variable[0]] = Repeat(run.item, lo, hi)
+    return ((True, Concat(tuple(items)), True),)
+
+
+def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_regex_length: int) -> StringPlan | None:
+    """How to emit the strings ``term`` admits; None when it admits none."""
+    if term.values is not None:
+        kept = sorted(v for v in term.values if term.admits(v))
+        if len(kept) > max_enum_values:
+            raise LimitError(f"an enum of {len(kept)} strings", setting="max_enum_values")
+        regex = json_strings(kept)
+        return None if regex is None else StringPlan("regex", regex)
+    if term.max_len is not None and term.min_len > term.max_len:
+        return None
+    sources = [(p, True) for p, _ in term.patterns] + [(format_regex(f, term.max_len), False) for f, _ in term.formats]
+    if not (term.neg_patterns or term.neg_formats or term.excluded):
+        if not sources:
+            return StringPlan("length", min_len=term.min_len, max_len=term.max_len)
+        if len(sources) == 1:
+            parts = _split(*sources[0])
+            if parts is not None:
+                lo, hi = _length_range(parts)
+                fits = lo >= term.min_len and (term.max_len is None or (hi is not None and hi <= term.max_len))
+                if not fits:
+                    pushed = _push_length(parts, term.min_len, term.max_len)
+                    if pushed == ():
+                        return None
+                    parts = pushed
+                if parts is not None:
+                    return StringPlan("regex", '"' + _content(parts) + '"')
+    dfa = string_dfa(term, max_states=max_states)
+    if json_automata.is_empty(dfa):
+        return None
+    regex = json_automata.to_regex(dfa, json_char, max_length=max_regex_length)
+    if regex is not None:
+        return StringPlan("regex", '"' + regex + '"')
+    return StringPlan("dfa", dfa=dfa)
+
+
+def key_dfa_regex(dfa: CharDFA, max_regex_length: int) -> StringPlan | None:
+    """A plan for the JSON strings of a key language given as a DFA."""
+    dfa = json_automata.minimize(dfa)
+    if json_automata.is_empty(dfa):
+        return None
+    regex = json_automata.to_regex(dfa, json_char, max_length=max_regex_length)
+    if regex is not None:
+        return StringPlan("regex", '"' + regex + '"')
+    return StringPlan("dfa", dfa=dfa)

@@ -1,0 +1,364 @@
+"""JSON text as regexes: string characters with their escapes, literal strings, numbers, punctuation.
+
+Escaping policy (documented in docs/json-schema.md): inside a string, a character may be written raw
+(unless it is a control character, ``"`` or ``\\``), with its short escape (``\\" \\\\ \\/ \\b \\f \\n
+\\r \\t``), or as ``\\uXXXX`` (either hex case; a surrogate pair for code points above U+FFFF) when it is
+a control character, ``"``, ``\\``, DEL or non-ASCII. That covers every writer that escapes only what it must
+or everything non-ASCII (``json.dumps`` with or without ``ensure_ascii``); ``\\u0041`` for ``A`` is not
+accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
+from functools import lru_cache
+
+from banister.errors import LimitError
+from banister.regex import charset
+from banister.regex.charset import Ranges
+
+_META = frozenset("\\^$.|?*+()[]{}/-")
+_CLASS_META = frozenset("\\]^-[")
+_SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+_U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
+_MAX_GROUP_NESTING = 90
+
+NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+"""Any JSON number."""
+INTEGER = r"-?(?:0|[1-9][0-9]*)(?:\.0+)?"
+"""A JSON number with an integer value, without exponent (``1`` and ``1.0`` but not ``1e0``)."""
+_EXP = r"(?:[eE][+-]?[0-9]+)?"
+
+
+def escape_char(cp: int) -> str:
+    """A regex matching exactly the code point ``cp`` (outside a class)."""
+    if 0x20 <= cp < 0x7F:
+        c = chr(cp)
+        return "\\" + c if c in _META else c
+    return f"\\u{{{cp:X}}}"
+
+
+def escape_text(text: str) -> str:
+    """A regex matching exactly ``text``."""
+    return "".join(escape_char(ord(c)) for c in text)
+
+
+def _class_char(cp: int) -> str:
+    if 0x20 <= cp < 0x7F:
+        c = chr(cp)
+        return "\\" + c if c in _CLASS_META else c
+    return f"\\u{{{cp:X}}}"
+
+
+def char_class(ranges: Ranges) -> str:
+    """A regex for one code point of the non-empty set ``ranges``."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return escape_char(ranges[0][0])
+    parts = []
+    for lo, hi in ranges:
+        if lo == hi:
+            parts.append(_class_char(lo))
+        elif hi == lo + 1:
+            parts.append(_class_char(lo) + _class_char(hi))
+        else:
+            parts.append(f"{_class_char(lo)}-{_class_char(hi)}")
+    return "[" + "".join(parts) + "]"
+
+
+def intersect(a: Ranges, b: Ranges) -> Ranges:
+    """The code points in both sets."""
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
+
+
+def subtract(a: Ranges, b: Ranges) -> Ranges:
+    """The code points of ``a`` not in ``b``."""
+    return intersect(a, charset.negate(b))
+
+
+def _hex_digits(values: Iterable[int]) -> str:
+    chars: list[tuple[int, int]] = []
+    for v in values:
+        if v < 10:
+            chars.append((0x30 + v, 0x30 + v))
+        else:
+            chars.append((0x61 + v - 10, 0x61 + v - 10))
+            chars.append((0x41 + v - 10, 0x41 + v - 10))
+    return char_class(charset.normalize(chars))
+
+
+def _clip(ranges: Ranges, lo: int, hi: int) -> Ranges:
+    return tuple((max(a, lo) - lo, min(b, hi) - lo) for a, b in ranges if a <= hi and b >= lo)
+
+
+@lru_cache(maxsize=8192)
+def hex_set(ranges: Ranges, width: int) -> str:
+    """A regex for the ``width``-digit hex numerals (either case) whose value is in ``ranges`` (non-empty)."""
+    if width == 0:
+        return ""
+    size = 16 ** (width - 1)
+    groups: dict[str, list[int]] = {}
+    for d in range(16):
+        sub = _clip(ranges, d * size, (d + 1) * size - 1)
+        if not sub:
+            continue
+        if sub == ((0, size - 1),):
+            tail = "[0-9a-fA-F]" + (f"{{{width - 1}}}" if width > 2 else "") if width > 1 else ""
+        else:
+            tail = hex_set(sub, width - 1)
+        groups.setdefault(tail, []).append(d)
+    alts = [_hex_digits(digits) + tail for tail, digits in groups.items()]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def _astral_escapes(ranges: Ranges) -> list[str]:
+    """``uD8xx\\uDCxx`` (after the first backslash) for the code points of ``ranges`` above U+FFFF."""
+    rows: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi in ranges:
+        lo, hi = max(lo, 0x10000) - 0x10000, hi - 0x10000
+        if lo > hi:
+            continue
+        for row in range(lo >> 10, (hi >> 10) + 1):
+            a, b = max(lo, row << 10), min(hi, (row << 10) | 0x3FF)
+            rows.setdefault(row, []).append((a & 0x3FF, b & 0x3FF))
+    by_lows: dict[Ranges, list[tuple[int, int]]] = {}
+    for row, row_lows in rows.items():
+        by_lows.setdefault(charset.normalize(row_lows), []).append((row, row))
+    out = []
+    for lows, high_rows in by_lows.items():
+        hi_set = _raw(tuple((0xD800 + a, 0xD800 + b) for a, b in high_rows))
+        lo_set = tuple((0xDC00 + a, 0xDC00 + b) for a, b in lows)
+        out.append("u" + hex_set(hi_set, 4) + r"\\u" + hex_set(lo_set, 4))
+    return out
+
+
+def _raw(ranges: Ranges) -> Ranges:
+    # charset.normalize drops surrogates; the hex numerals of surrogates are wanted here.
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((a, b) for a, b in merged)
+
+
+@lru_cache(maxsize=4096)
+def escape_tail(ranges: Ranges) -> str | None:
+    """A regex for what follows the backslash when one code point of ``ranges`` is written escaped;
+    None if none of them may be."""
+    alts = []
+    for cp, letter in _SHORT_ESCAPES.items():
+        if intersect(ranges, charset.single(cp)):
+            alts.append(escape_char(ord(letter)))
+    escapable = intersect(ranges, _U_ESCAPABLE)
+    bmp = intersect(escapable, ((0, 0xFFFF),))
+    if bmp:
+        alts.append("u" + hex_set(bmp, 4))
+    alts.extend(_astral_escapes(escapable))
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+@lru_cache(maxsize=4096)
+def json_char(ranges: Ranges) -> str:
+    """A regex (one unit) for the JSON string text of one code point of ``ranges``: raw or escaped, see
+    the module docstring."""
+    raw = subtract(ranges, _RAW_FORBIDDEN)
+    tail = escape_tail(ranges)
+    if tail is None:
+        if not raw:
+            raise ValueError("json_char of an empty set")
+        return char_class(raw)
+    escaped = "\\\\" + tail
+    return "(?:" + char_class(raw) + "|" + escaped + ")" if raw else "(?:" + escaped + ")"
+
+
+ANY_CHAR: str = json_char(charset.ANY)
+"""One character of any JSON string."""
+
+
+def json_strings(values: Iterable[str]) -> str | None:
+    """A regex for the JSON string literals (quotes included) of ``values``; None when there are none.
+
+    Shared prefixes are factored (a trie), so a large enum stays linear in its total length.
+    """
+    root: dict = {}
+    count = 0
+    for value in values:
+        node = root
+        for ch in value:
+            node = node.setdefault(ch, {})
+        node[""] = True
+        count += 1
+    if not count:
+        return None
+    return '"' + _trie_regex(root, 0) + '"'
+
+
+def _trie_regex(node: dict, depth: int) -> str:
+    if depth > _MAX_GROUP_NESTING:
+        raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
+    parts: list[str] = []
+    end = "" in node
+    for ch, child in node.items():
+        if ch == "":
+            continue
+        text = [json_char(charset.single(ord(ch)))]
+        while len(child) == 1 and "" not in child:
+            ((nxt, child),) = child.items()
+            text.append(json_char(charset.single(ord(nxt))))
+        rest = _trie_regex(child, depth + 1) if child.keys() != {""} else ""
+        parts.append("".join(text) + rest)
+    if not parts:
+        return ""
+    if end:
+        return "(?:" + "|".join(parts) + ")?"
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+# ---------------------------------------------------------------- numbers
+
+
+def decimal_text(value: Fraction) -> tuple[str, str] | None:
+    """(integer digits, fraction digits) of ``abs(value)`` when it has a finite decimal expansion."""
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        return None
+    scale = max(twos, fives)
+    scaled = abs(value) * 10**scale
+    digits = str(int(scaled)).rjust(scale + 1, "0")
+    whole, frac = digits[: len(digits) - scale], digits[len(digits) - scale :]
+    return whole, frac.rstrip("0")
+
+
+def number_value_regex(value: Fraction, extra_texts: Iterable[str] = (), form: str = "any") -> str | None:
+    """The decimal texts (no exponent) whose value is exactly ``value``, plus ``extra_texts`` verbatim.
+
+    Trailing fraction zeros are allowed (``1.50``); zero may carry a minus sign. ``form``: ``"plain"``
+    keeps the texts without a fraction, ``"fraction"`` those with one (or an exponent). None if there
+    is no such text.
+    """
+    alts = [escape_text(t) for t in sorted(set(extra_texts))] if form != "plain" else []
+    parts = decimal_text(value)
+    if parts is not None:
+        whole, frac = parts
+        sign = "-?" if value == 0 else ("-" if value < 0 else "")
+        tails = {"any": r"(?:\.0+)?", "plain": "", "fraction": r"\.0+"}
+        if not frac:
+            alts.insert(0, sign + whole + tails[form])
+        elif form != "plain":
+            alts.insert(0, sign + whole + r"\." + frac + "0*")
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def signed_number_regex(sign: str, strict: bool) -> str:
+    """Numbers (any JSON syntax, exponents included) that are >= 0 / > 0 (``sign="+"``) or <= 0 / < 0.
+
+    ``strict`` excludes zero. Negative zero counts as zero.
+    """
+    frac = r"(?:\.[0-9]+)?"
+    zero = r"0(?:\.0+)?" + _EXP
+    nonzero = r"(?:[1-9][0-9]*" + frac + r"|0\.[0-9]*[1-9][0-9]*)" + _EXP
+    if sign == "+":
+        return nonzero if strict else f"(?:{nonzero}|-?{zero})"
+    return "-" + nonzero if strict else f"(?:-{nonzero}|-?{zero})"
+
+
+def json_keys_except(names: Iterable[str]) -> str:
+    """A regex for the JSON string literals whose value is none of ``names`` (each in any accepted
+    escaping).
+
+    Built on the trie of ``names``: a string leaves the trie by an ASCII character no branch takes, by a
+    non-ASCII or escaped character no branch takes (grouped by that set, so each such class appears
+    once in the regex and its multi-byte states are shared), or by ending at a node that is not a name;
+    then anything may follow. The size is linear in the names' total length.
+    """
+    root: dict = {}
+    for name in names:
+        node = root
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[""] = True
+    deviations = _deviation_regex(root, 0)
+    groups: dict[str, list[str]] = {}
+    prefixes: list[str] = []
+    stack: list[tuple[dict, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        others = charset.negate(charset.normalize((ord(c), ord(c)) for c in node if c))
+        wide = subtract(intersect(others, ((0x80, 0x10FFFF),)), _RAW_FORBIDDEN)
+        tail = escape_tail(others)
+        alts = ([char_class(wide)] if wide else []) + (["\\\\" + tail] if tail is not None else [])
+        if alts:
+            groups.setdefault("(?:" + "|".join(alts) + ")", []).append(path)
+        if "" not in node:
+            prefixes.append(path)
+        stack.extend((child, path + c) for c, child in node.items() if c)
+    alts = []
+    if deviations:
+        alts.append(f"(?:{deviations}){ANY_CHAR}*")
+    for step, paths in groups.items():
+        alts.append(_paths_regex(paths) + step + ANY_CHAR + "*")
+    if prefixes:
+        alts.append(_paths_regex(prefixes))
+    return '"(?:' + "|".join(alts) + ')"'
+
+
+def _paths_regex(paths: list[str]) -> str:
+    """A regex for exactly these strings (JSON text of each character), wrapped as one unit."""
+    trie: dict = {}
+    for path in paths:
+        node = trie
+        for ch in path:
+            node = node.setdefault(ch, {})
+        node[""] = True
+    body = _trie_regex(trie, 0)
+    return "(?:" + body + ")" if body else ""
+
+
+_ASCII_RAW: Ranges = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
+
+
+def _deviation_regex(node: dict, depth: int) -> str:
+    """Strings that follow the trie from ``node``, then take a raw ASCII character no branch takes."""
+    if depth > _MAX_GROUP_NESTING:
+        raise LimitError("property names branch too deeply to be one regex", setting="max_enum_values")
+    parts = []
+    chain = ""
+    while True:
+        children = charset.normalize((ord(c), ord(c)) for c in node if c)
+        raw = subtract(_ASCII_RAW, children)
+        if raw:
+            parts.append(chain + char_class(raw))
+        branches = [(c, child) for c, child in node.items() if c]
+        if len(branches) != 1:
+            break
+        c, node = branches[0]
+        chain += json_char(charset.single(ord(c)))
+    for c, child in branches:
+        inner = _deviation_regex(child, depth + 1)
+        if inner:
+            parts.append(chain + json_char(charset.single(ord(c))) + "(?:" + inner + ")")
+    return "|".join(parts)

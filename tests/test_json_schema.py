@@ -1,0 +1,481 @@
+"""JSON Schema front end: options, text policy, numbers and strings against brute force, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from test_json_schema_helpers import matches
+
+from banister.errors import LimitError, SchemaError
+from banister.grammar.json_keywords import KEYWORDS, reference_tables
+from banister.grammar.json_schema import SchemaSettings, json_grammar, json_schema_to_grammar, json_schema_to_regex
+from banister.regex import compile_regex
+
+DOC = Path(__file__).parent.parent / "docs" / "json-schema.md"
+
+
+def accepts(schema, text: str, **options) -> bool:
+    return matches(json_schema_to_grammar(schema, **options), text)
+
+
+def regex_of(schema, **options):
+    return compile_regex(json_schema_to_regex(schema, **options), max_states=100_000)
+
+
+# ------------------------------------------------------------------------------------------ options
+
+
+def test_whitespace_modes():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    value = {"a": [1, 2]}
+    flexible = json_schema_to_grammar(schema)
+    assert matches(flexible, json.dumps(value))
+    assert matches(flexible, json.dumps(value, indent=2))
+    assert matches(flexible, json.dumps(value, separators=(",", ":")))
+    assert not matches(flexible, " " + json.dumps(value))  # nothing around the value
+    assert not matches(flexible, '{"a": [1,' + " " * 21 + "2]}")  # a run longer than max_whitespace
+    assert matches(flexible, '{"a": [1,' + " " * 20 + "2]}")
+    assert not matches(flexible, '{"a": [1,\v2]}')  # not JSON whitespace
+    compact = json_schema_to_grammar(schema, whitespace="compact")
+    assert matches(compact, '{"a":[1,2]}') and not matches(compact, '{"a": [1,2]}')
+    pretty = json_schema_to_grammar(schema, whitespace="pretty")
+    assert matches(pretty, json.dumps(value)) and not matches(pretty, '{"a":[1,2]}')
+    assert matches(pretty, "{}") and matches(pretty, '{"a": []}')
+    assert not matches(json_schema_to_grammar(schema, max_whitespace=0), json.dumps(value))
+
+
+def test_key_order_schema_and_any():
+    schema = {
+        "type": "object",
+        "properties": {"b": {"type": "integer"}, "a": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["a"],
+    }
+    schema_order = json_schema_to_grammar(schema)
+    any_order = json_schema_to_grammar(schema, key_order="any")
+    for text, in_schema_order in [
+        ('{"b": 1, "a": "x", "c": true}', True),
+        ('{"a": "x"}', True),
+        ('{"a": "x", "zz": null, "yy": 2}', True),  # extra keys after the named ones
+        ('{"a": "x", "b": 1}', False),
+        ('{"zz": null, "a": "x"}', False),
+    ]:
+        assert matches(schema_order, text) is in_schema_order, text
+        assert matches(any_order, text), text
+    for bad in ['{"a": "x", "a": "y"}', '{"b": 1}', '{"a": "x", "b": "no"}', '{"a": "x", "b": 1, "b": 2}']:
+        assert not matches(schema_order, bad) and not matches(any_order, bad), bad
+
+
+def test_strict_closes_objects():
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}}}
+    assert accepts(schema, '{"a": {"b": 1, "c": 2}, "d": 3}')
+    assert not accepts(schema, '{"a": {"b": 1, "c": 2}}', strict=True)
+    assert not accepts(schema, '{"a": {}, "d": 3}', strict=True)
+    assert accepts(schema, '{"a": {"b": [1, {"free": "form"}]}}', strict=True)
+    assert accepts({**schema, "additionalProperties": True}, '{"d": 3}', strict=True)
+
+
+def test_options_are_checked():
+    for bad in [{"key_order": "sorted"}, {"whitespace": "tabs"}, {"max_whitespace": -1}, {"draft": "3"}]:
+        with pytest.raises(ValueError):
+            json_schema_to_grammar({}, **bad)
+
+
+def test_json_mode_and_nesting_cap():
+    grammar = json_grammar(max_nesting=3)
+    for value in [None, True, 0, -1.5e3, "x", [], {}, {"a": [1, {"b": None}]}, [[[1]]]]:
+        assert matches(grammar, json.dumps(value)), value
+    assert not matches(grammar, "[[[[1]]]]")
+    for bad in ["", "nul", "[1,]", '{"a" 1}', "01", "1.", '"\\x"', "[1] [2]", "{,}"]:
+        assert not matches(grammar, bad), bad
+
+
+def test_drafts():
+    legacy = {"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 5, "exclusiveMinimum": True}
+    assert not accepts(legacy, "5") and accepts(legacy, "6")
+    draft4_integer = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}
+    assert accepts(draft4_integer, "6") and not accepts(draft4_integer, "6.0")  # draft 4: 6.0 is no integer
+    assert accepts({"type": "integer"}, "6.0")
+    siblings = {"definitions": {"s": {"type": "string"}}, "$ref": "#/definitions/s", "maxLength": 1}
+    assert accepts(siblings, '"long"', draft="7")  # $ref siblings are ignored before 2019-09
+    assert not accepts(siblings, '"long"')
+    tuple_items = {"items": [{"type": "integer"}], "additionalItems": False}
+    assert accepts(tuple_items, "[1]", draft="7") and not accepts(tuple_items, "[1, 2]", draft="7")
+    anchors = {"$defs": {"x": {"$anchor": "here", "type": "null"}}, "$ref": "#here"}
+    assert accepts(anchors, "null") and not accepts(anchors, "1")
+
+
+# ------------------------------------------------------------------------------------------ strings
+
+
+def test_string_escapes_and_lengths():
+    schema = {"type": "string", "minLength": 2, "maxLength": 3}
+    rx = regex_of(schema)
+    for value in ["ab", "é\n", "💩💩💩", '"\\/', "\u2028x"]:
+        for ensure_ascii in (True, False):
+            assert rx.matches(json.dumps(value, ensure_ascii=ensure_ascii).encode()), value
+    assert rx.matches(b'"a\\/"')  # the optional escape of '/'
+    for bad in ['"a"', '"abcd"', '"\\u0041b"', '"a\x01"', '"\\ud800a"', '"\\q1"']:
+        assert not rx.matches(bad.encode()), bad
+
+
+def test_long_lengths_are_split_into_rules():
+    grammar = json_schema_to_grammar({"type": "string", "minLength": 40, "maxLength": 100})
+    assert len(grammar.rules) > 2  # not one giant counted lexeme
+    for n, ok in [(39, False), (40, True), (64, True), (100, True), (101, False)]:
+        assert matches(grammar, json.dumps("x" * n)) is ok, n
+    assert matches(grammar, json.dumps("é" * 70, ensure_ascii=True))
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["^[ab]+$", "ab", "^a", "b$", "^(ab|ba)*$", "a.c", "^a{2,3}$", "(^a|b$)", "[^a]", "^$", "a|^b|c$", "\\d"],
+)
+def test_patterns_with_lengths_match_python(pattern):
+    alphabet = "abc1\n"
+    texts = ["".join(p) for k in range(6) for p in itertools.product(alphabet, repeat=k)]
+    for low, high in [(0, None), (2, 4), (1, 1), (3, None)]:
+        schema = {"type": "string", "pattern": pattern, "minLength": low}
+        if high is not None:
+            schema["maxLength"] = high
+        rx = regex_of(schema)
+        ecma = pattern.replace("$", r"\Z")  # ECMA '$' is the end of the string, not before a final newline
+        for text in texts:
+            expected = re.search(ecma, text) is not None and low <= len(text) <= (high or 99)
+            assert rx.matches(json.dumps(text).encode()) is expected, (pattern, low, high, text)
+
+
+def test_pattern_intersections_and_complements():
+    schema = {"allOf": [{"pattern": "^[a-c]+$"}, {"pattern": "b"}, {"not": {"pattern": "cc"}}], "type": "string"}
+    rx = regex_of(schema)
+    for k in range(5):
+        for p in itertools.product("abcd", repeat=k):
+            text = "".join(p)
+            expected = re.fullmatch("[a-c]+", text) is not None and "b" in text and "cc" not in text
+            assert rx.matches(json.dumps(text).encode()) is expected, text
+
+
+def test_enums_and_consts():
+    schema = {"enum": ["a", "é", 1, 1.5, None, True, [1, "x"], {"k": 2}]}
+    grammar = json_schema_to_grammar(schema)
+    for value in schema["enum"]:
+        assert matches(grammar, json.dumps(value)), value
+        assert matches(grammar, json.dumps(value, ensure_ascii=False)), value
+    for text in ["1.0", "1.50", '"\\u00e9"', '[1, "x"]']:
+        assert matches(grammar, text), text
+    for text in ['"b"', "2", "false", "[1]", '{"k": 3}', '"A"', "1e0"]:
+        assert not matches(grammar, text), text
+    assert accepts({"const": 1e-07}, "1e-07") and accepts({"const": 1e-07}, "0.0000001")
+
+
+def test_formats_against_examples():
+    good = {
+        "date": ["2024-02-29", "2023-12-31"],
+        "date-time": ["2024-01-01T12:00:00Z", "2024-01-01t12:00:00.5+05:30"],
+        "time": ["23:59:59Z", "00:00:00-01:00"],
+        "email": ["a.b@example.com", '"x y"@[127.0.0.1]'],
+        "hostname": ["example.com", "a-b.c"],
+        "ipv4": ["192.168.0.1"],
+        "ipv6": ["::1", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4", "1::"],
+        "uri": ["https://example.com/a?b#c", "urn:isbn:0451450523"],
+        "uri-reference": ["../a/b", "#frag", ""],
+        "uuid": ["123e4567-e89b-12d3-a456-426614174000"],
+        "duration": ["P1Y2M3DT4H5M6S", "P2W", "PT1S"],
+        "json-pointer": ["", "/a~1b/0"],
+    }
+    bad = {
+        "date": ["2023-02-29", "2024-13-01", "0000-01-01", "2024-1-01"],
+        "date-time": ["2024-01-01 12:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01T12:00:00"],
+        "time": ["24:00:00Z", "12:00:00"],
+        "email": ["a@b@c", "@x.com", "a..b@x.com", "a@-x.com"],
+        "hostname": ["-a.com", "a_b.com", "a." + "b" * 64, ""],
+        "ipv4": ["256.1.1.1", "01.1.1.1", "1.1.1"],
+        "ipv6": ["1:2:3:4:5:6:7:8:9", ":::", "1::2::3", "fe80::1%eth0"],
+        "uri": ["no scheme", "http://a b"],
+        "uri-reference": ["a b", "\\\\x"],
+        "uuid": ["123e4567e89b12d3a456426614174000"],
+        "duration": ["P", "PT", "P1D2H", "P1Y2W"],
+        "json-pointer": ["a", "/~2"],
+    }
+    for name in good:
+        rx = regex_of({"type": "string", "format": name})
+        for text in good[name]:
+            assert rx.matches(json.dumps(text).encode()), (name, text)
+        for text in bad[name]:
+            assert not rx.matches(json.dumps(text).encode()), (name, text)
+    assert accepts({"format": "int32"}, "2147483647") and not accepts({"format": "int32"}, "2147483648")
+    with pytest.raises(SchemaError, match="not supported") as err:
+        json_schema_to_grammar({"properties": {"x": {"format": "made-up"}}})
+    assert err.value.pointer == "/properties/x/format"
+    assert accepts({"format": "made-up"}, '"anything"', unsupported_formats="ignore")
+
+
+# ------------------------------------------------------------------------------------------ numbers
+
+
+def _decimal_texts(rng: random.Random) -> list[str]:
+    out = {"0", "-0", "0.0", "1", "-1", "1.0", "10", "0.5", "-0.5", "100", "99.99", "1.25", "2.5"}
+    for _ in range(400):
+        whole = rng.choice(["0", str(rng.randint(1, 9)), str(rng.randint(10, 999)), str(rng.randint(1, 10**7))])
+        text = whole + (
+            "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 3))) if rng.random() < 0.5 else ""
+        )
+        out.add(("-" if rng.random() < 0.4 else "") + text)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_number_constraints_match_exact_arithmetic(seed):
+    rng = random.Random(seed)
+    values = [0, 1, -1, 5, 7.5, -2.25, 100, 1000, 0.125, -300, 65535]
+    schema: dict = {"type": rng.choice(["number", "integer"])}
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if rng.random() < 0.4:
+            schema[key] = rng.choice(values)
+    if rng.random() < 0.5:
+        schema["multipleOf"] = rng.choice([2, 3, 5, 0.5, 0.25, 7, 11, 0.1])
+    if rng.random() < 0.3:
+        schema["not"] = {"const": rng.choice(values)}
+    grammar = json_schema_to_grammar(schema)
+    for text in _decimal_texts(rng):
+        v = Fraction(text)
+        ok = schema["type"] == "number" or v.denominator == 1
+        ok = ok and ("minimum" not in schema or v >= Fraction(repr(schema["minimum"])))
+        ok = ok and ("maximum" not in schema or v <= Fraction(repr(schema["maximum"])))
+        ok = ok and ("exclusiveMinimum" not in schema or v > Fraction(repr(schema["exclusiveMinimum"])))
+        ok = ok and ("exclusiveMaximum" not in schema or v < Fraction(repr(schema["exclusiveMaximum"])))
+        ok = ok and ("multipleOf" not in schema or (v / Fraction(repr(schema["multipleOf"]))).denominator == 1)
+        ok = ok and ("not" not in schema or v != Fraction(repr(schema["not"]["const"])))
+        assert matches(grammar, text) is ok, (schema, text)
+
+
+def test_unbounded_numbers_accept_json_syntax():
+    rx = regex_of({"type": "number"})
+    for text in ["0", "-0", "1e5", "1E+5", "-1.5e-3", "12.0"]:
+        assert rx.matches(text.encode()), text
+    for text in ["01", "1.", ".5", "+1", "1e", "NaN", "Infinity", "0x1"]:
+        assert not rx.matches(text.encode()), text
+    integer = regex_of({"type": "integer"})
+    assert integer.matches(b"3") and integer.matches(b"3.00") and not integer.matches(b"3.5")
+    assert integer.matches(b"1e+16") and integer.matches(b"3e0") and not integer.matches(b"1.5e1")  # narrowing
+    bounded = regex_of({"type": "number", "minimum": 2, "maximum": 1000})
+    assert bounded.matches(b"2.5") and not bounded.matches(b"1e+16") and not bounded.matches(b"2.5e0")
+    assert regex_of({"type": "number", "maximum": 10}).matches(b"-1e+16")
+    assert regex_of({"type": "number", "exclusiveMinimum": 0, "maximum": 1}).matches(b"5e-07")
+    assert regex_of({"minimum": 0, "type": "number"}).matches(b"1e-05")  # bounds at 0 keep exponents
+
+
+# ------------------------------------------------------------------------------------------ structure
+
+
+def test_arrays():
+    schema = {
+        "type": "array",
+        "prefixItems": [{"type": "string"}],
+        "items": {"type": "integer"},
+        "minItems": 2,
+        "maxItems": 4,
+        "contains": {"const": 7},
+        "maxContains": 1,
+    }
+    grammar = json_schema_to_grammar(schema)
+    for value, ok in [
+        (["a", 7], True),
+        (["a", 1, 7, 2], True),
+        (["a"], False),
+        (["a", 1], False),
+        (["a", 7, 7], False),
+        (["a", 1, 2, 3, 7], False),
+        ([1, 7], False),
+    ]:
+        assert matches(grammar, json.dumps(value)) is ok, value
+    unique = json_schema_to_grammar({"type": "array", "items": {"enum": ["x", "y", 1]}, "uniqueItems": True})
+    assert matches(unique, '["y", 1, "x"]') and not matches(unique, '["x", 1, "x"]')
+
+
+def test_objects_pattern_properties_and_names():
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}},
+        "patternProperties": {"^x-": {"type": "string"}, "y$": {"type": "boolean"}},
+        "additionalProperties": {"type": "null"},
+        "propertyNames": {"maxLength": 4},
+        "minProperties": 1,
+        "dependentRequired": {"x-ay": ["id"]},
+    }
+    grammar = json_schema_to_grammar(schema, key_order="any")
+    for value, ok in [
+        ({"id": 1}, True),
+        ({"x-a": "s"}, True),
+        ({"x-ay": "s", "id": 1}, False),  # x-ay matches both patterns: string and boolean at once
+        ({"ay": True}, True),
+        ({"zz": None}, True),
+        ({"zz": 1}, False),
+        ({"x-abc": "s"}, False),  # name too long
+        ({}, False),
+        ({"id": 1, "id2": None}, True),
+    ]:
+        assert matches(grammar, json.dumps(value)) is ok, value
+
+
+def test_one_of_and_if_then_else():
+    one_of = {"oneOf": [{"type": "integer"}, {"minimum": 2}]}
+    grammar = json_schema_to_grammar(one_of)
+    assert matches(grammar, "1") and matches(grammar, "2.5") and not matches(grammar, "3")
+    assert matches(grammar, '"s"') and not matches(grammar, "1.5")  # a string is valid under branch 2 only
+    conditional = {
+        "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+        "then": {"required": ["a"]},
+        "else": {"not": {"required": ["a"]}},
+        "type": "object",
+    }
+    grammar = json_schema_to_grammar(conditional, key_order="any")
+    for value, ok in [({"kind": "a", "a": 1}, True), ({"kind": "a"}, False), ({"kind": "b"}, True), ({"a": 1}, False)]:
+        assert matches(grammar, json.dumps(value)) is ok, value
+
+
+def test_complements_of_key_rules():
+    some_other_key = {"type": "object", "not": {"properties": {"a": {}}, "additionalProperties": False}}
+    grammar = json_schema_to_grammar(some_other_key)
+    for value, ok in [({}, False), ({"a": 1}, False), ({"b": 1}, True), ({"a": 1, "b": 2}, True)]:
+        assert matches(grammar, json.dumps(value)) is ok, value
+    long_name = {"type": "object", "not": {"propertyNames": {"maxLength": 2}}}
+    grammar = json_schema_to_grammar(long_name, key_order="any")
+    for value, ok in [({}, False), ({"ab": 1}, False), ({"abc": 1}, True), ({"ab": 1, "abcd": 2}, True)]:
+        assert matches(grammar, json.dumps(value)) is ok, value
+    overlapping = {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"a": {}, "b": {}}, "additionalProperties": False},
+            {"properties": {"a": {}, "c": {}}, "additionalProperties": False},
+        ],
+    }
+    grammar = json_schema_to_grammar(overlapping, key_order="any")
+    for value, ok in [
+        ({}, False),
+        ({"a": 1}, False),
+        ({"b": 1}, True),
+        ({"a": 1, "c": 1}, True),
+        ({"b": 1, "c": 1}, False),
+    ]:
+        assert matches(grammar, json.dumps(value)) is ok, value
+
+
+def test_recursion_and_regex_function():
+    tree = {
+        "type": "object",
+        "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    }
+    grammar = json_schema_to_grammar(tree)
+    assert matches(grammar, '{"v": 1, "kids": [{"v": 2, "kids": [{"kids": []}]}]}')
+    assert not matches(grammar, '{"kids": [{"v": "x"}]}')
+    with pytest.raises(SchemaError):
+        json_schema_to_regex(tree)
+    flat = {
+        "type": "object",
+        "properties": {"a": {"enum": [1, 2]}, "b": {"type": "array", "items": {"type": "boolean"}}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    rx = regex_of(flat)
+    grammar = json_schema_to_grammar(flat)
+    for text in ['{"a": 1}', '{"a": 2, "b": [true, false]}', '{"a": 3}', '{"b": []}', '{"a": 1, "b": [1]}']:
+        assert rx.matches(text.encode()) is matches(grammar, text), text
+    with pytest.raises(LimitError, match="max_inline_regex_length"):
+        json_schema_to_regex({"type": "object"})
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "schema,error,keyword",
+    [
+        ('{"type": ', SchemaError, None),
+        ({"type": "strin"}, SchemaError, "type"),
+        ({"$ref": "#/definitions/nope"}, SchemaError, "$ref"),
+        ({"$ref": "#"}, SchemaError, "$ref"),
+        (
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
+            SchemaError,
+            "$ref",
+        ),
+        ({"$ref": "http://example.com/remote.json"}, SchemaError, "$ref"),
+        ({"minimum": "3"}, SchemaError, "minimum"),
+        ({"required": "a"}, SchemaError, "required"),
+        ({"pattern": "(?=a)"}, SchemaError, "pattern"),
+        ({"multipleOf": 0}, SchemaError, "multipleOf"),
+        ([1, 2], SchemaError, None),
+        ({"enum": [float("nan")]}, SchemaError, None),
+        ({"$dynamicRef": "#x"}, SchemaError, "$dynamicRef"),
+    ],
+)
+def test_malformed_schemas_raise_typed_errors(schema, error, keyword):
+    with pytest.raises(error) as err:
+        json_schema_to_grammar(schema)
+    if keyword is not None:
+        assert err.value.keyword == keyword
+
+
+def _timed(schema, **options):
+    start = time.perf_counter()
+    try:
+        json_schema_to_grammar(schema, **options)
+        outcome = "ok"
+    except (SchemaError, LimitError) as err:
+        outcome = type(err).__name__
+    return outcome, time.perf_counter() - start
+
+
+def test_huge_and_deep_inputs_finish_in_bounded_time():
+    outcome, seconds = _timed({"enum": [f"value-{i}" for i in range(100_000)]})
+    assert outcome == "LimitError" and seconds < 5
+    outcome, seconds = _timed({"enum": [f"v{i}" for i in range(5_000)]})
+    assert outcome == "ok" and seconds < 5
+    deep: dict = {"type": "integer"}
+    for _ in range(1000):
+        deep = {"type": "object", "properties": {"a": deep}}
+    outcome, seconds = _timed(deep)
+    assert outcome == "ok" and seconds < 10
+    nested: dict = {"type": "string"}
+    for _ in range(1000):
+        nested = {"allOf": [nested]}
+    outcome, seconds = _timed(nested)
+    assert outcome == "LimitError" and seconds < 5
+    assert _timed("[" * 100_000 + "]" * 100_000)[0] in ("SchemaError", "LimitError")
+    outcome, seconds = _timed({"type": "object", "properties": {f"p{i}": {} for i in range(40)}}, key_order="any")
+    assert outcome == "LimitError" and seconds < 5
+    outcome, seconds = _timed({"type": "array", "maxItems": 10**6})
+    assert outcome == "LimitError" and seconds < 5
+    outcome, seconds = _timed({"type": "array", "items": {"type": "string"}}, settings=SchemaSettings(time_limit_s=0))
+    assert outcome == "LimitError"
+
+
+def test_unsatisfiable_schemas_give_empty_grammars():
+    for schema in [
+        False,
+        {"not": {}},
+        {"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]},
+        {"type": "integer", "minimum": 1, "maximum": 0},
+        {"allOf": [{"type": "string"}, {"type": "null"}]},
+    ]:
+        grammar = json_schema_to_grammar(schema)
+        assert grammar.rules[grammar.start] == (), schema
+
+
+# ------------------------------------------------------------------------------------------ docs
+
+
+def test_docs_tables_match_the_registry():
+    text = DOC.read_text()
+    begin, end = "<!-- BEGIN GENERATED: reference_tables() -->\n", "<!-- END GENERATED -->"
+    generated = text[text.index(begin) + len(begin) : text.index(end)]
+    assert generated == reference_tables(), "regenerate docs/json-schema.md from reference_tables()"
+    names = [k.name for k in KEYWORDS]
+    assert len(names) == len(set(names))

@@ -1,0 +1,79 @@
+"""A fixed sample of the MaskBench dev split, checked with the exact oracle (no tokenizer involved).
+
+Protocol (../shared/RECIPES.md): instance text = ``json.dumps(data, ensure_ascii=False)``, as is. A
+schema passes when it compiles, every valid instance is accepted and every invalid one rejected.
+Labels are re-checked with ``jsonschema`` (the draft's validator, format checking on) and
+disagreements are reported. Run both key orders: instances keep the key order the data has, which
+is not always the schema's.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from test_json_schema_helpers import Reorder, matches
+
+from banister.errors import LimitError, SchemaError
+from banister.grammar.json_schema import json_schema_to_grammar
+
+DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+if not DATA.exists():
+    DATA = Path("/work/shared/data/maskbench/dev.jsonl.gz")
+SAMPLE = 200
+SEED = 0
+
+
+def _sample() -> list[dict]:
+    with gzip.open(DATA, "rt") as f:
+        records = [json.loads(line) for line in f]
+    return random.Random(SEED).sample(records, SAMPLE)
+
+
+def _truth(schema, data, label: bool) -> bool:
+    jsonschema = pytest.importorskip("jsonschema")
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(data)
+    except Exception:
+        return label
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="MaskBench data not found")
+def test_maskbench_sample():
+    stats: collections.Counter = collections.Counter()
+    false_accepts: list[str] = []
+    for record in _sample():
+        schema = record["schema"]
+        reorder = Reorder(schema)
+        for test in record["tests"]:
+            if test["valid"]:
+                stats["valid instances"] += 1
+                stats["in schema order"] += json.dumps(reorder(test["data"])) == json.dumps(test["data"])
+            if _truth(schema, test["data"], test["valid"]) != test["valid"]:
+                stats["labels jsonschema disagrees with"] += 1
+        for order in ("schema", "any"):
+            try:
+                grammar = json_schema_to_grammar(schema, key_order=order)
+            except (SchemaError, LimitError) as err:
+                stats[f"{order}: refused ({type(err).__name__})"] += 1
+                continue
+            stats[f"{order}: compiled"] += 1
+            ok = True
+            for test in record["tests"]:
+                accepted = matches(grammar, json.dumps(test["data"], ensure_ascii=False))
+                if accepted and not test["valid"]:
+                    stats[f"{order}: invalid accepted"] += 1
+                    false_accepts.append(record["id"])
+                    ok = False
+                elif not accepted and test["valid"]:
+                    stats[f"{order}: valid rejected"] += 1
+                    ok = False
+            stats[f"{order}: schemas passing"] += ok
+    print(f"\nMaskBench dev sample of {SAMPLE}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items())))
+    assert stats["schema: invalid accepted"] == 0 and stats["any: invalid accepted"] == 0, false_accepts
+    assert stats["schema: schemas passing"] >= 0.85 * SAMPLE

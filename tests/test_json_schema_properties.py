@@ -1,0 +1,236 @@
+"""Property tests: instances hypothesis-jsonschema draws are accepted (keys in schema order); random
+mutations that ``jsonschema`` calls invalid are rejected; random schema shapes compile or refuse with
+a typed error, quickly."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_json_schema_helpers import Reorder, matches
+
+from banister.errors import LimitError, SchemaError
+from banister.grammar.json_schema import json_schema_to_grammar
+
+hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema")
+jsonschema = pytest.importorskip("jsonschema")
+
+SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 4},
+            "score": {"type": "number", "exclusiveMinimum": -1.5, "maximum": 1000, "multipleOf": 0.5},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {"kind": {"const": "circle"}, "r": {"type": "number", "minimum": 0}},
+        "required": ["kind"],
+        "patternProperties": {"^x-": {"type": "boolean"}},
+        "additionalProperties": {"type": "null"},
+        "maxProperties": 4,
+    },
+    {
+        "anyOf": [
+            {"type": "string", "pattern": "^[a-f0-9]{2,6}$"},
+            {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        ]
+    },
+    {"oneOf": [{"type": "integer", "multipleOf": 3}, {"type": "integer", "multipleOf": 5}]},
+    {
+        "$defs": {
+            "point": {
+                "type": "object",
+                "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                "required": ["x", "y"],
+                "additionalProperties": False,
+            }
+        },
+        "type": "object",
+        "properties": {"from": {"$ref": "#/$defs/point"}, "to": {"$ref": "#/$defs/point"}},
+        "required": ["from"],
+    },
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "array",
+        "items": [{"type": "string", "format": "date"}, {"type": "boolean"}],
+        "additionalItems": {"type": "number", "maximum": 10},
+        "contains": {"type": "number", "minimum": 5},
+    },
+    {
+        "type": "object",
+        "properties": {"a": {"type": "string", "format": "uuid"}, "b": {"type": "string", "format": "ipv4"}},
+        "dependentRequired": {"a": ["b"]},
+    },
+    {"type": "string", "minLength": 2, "maxLength": 40},
+    {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "n": {"type": ["integer", "null"], "not": {"const": 13}},
+        },
+    },
+]
+
+_SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+def _validator(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_generated_instances_are_accepted(index):
+    schema = SCHEMAS[index]
+    grammar = json_schema_to_grammar(schema)
+    reorder = Reorder(schema)
+    validator = _validator(schema)
+
+    @_SETTINGS
+    @given(hypothesis_jsonschema.from_schema(schema))
+    def check(instance):
+        assume(validator.is_valid(instance))  # formats newer than draft 7 are unknown to the generator
+        assert matches(grammar, json.dumps(reorder(instance))), instance
+
+    check()
+
+
+def _mutations(value):
+    """Small edits of a JSON value, each returning a new value."""
+    out = [None, True, "x", -7, 2.5, [], {}, [value], {"k": value}]
+    if isinstance(value, dict):
+        for key in value:
+            out.append({k: v for k, v in value.items() if k != key})
+            for other in _mutations(value[key])[:6]:
+                out.append({**value, key: other})
+        out.append({**value, "extra": 1})
+    elif isinstance(value, list):
+        if value:
+            out.append(value[:-1])
+            out.append(value + value[-1:])
+            for other in _mutations(value[0])[:6]:
+                out.append([other, *value[1:]])
+    elif isinstance(value, str):
+        out += [value + "z", value[:-1], value.upper(), value * 3, value + "\u00e9"]
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out += [value + 1, value - 1, value * 10, value + 0.5, -value]
+    return out
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_mutations_jsonschema_rejects_are_rejected(index):
+    schema = SCHEMAS[index]
+    grammar = json_schema_to_grammar(schema)
+    validator = _validator(schema)
+    reorder = Reorder(schema)
+
+    @_SETTINGS
+    @given(hypothesis_jsonschema.from_schema(schema), st.integers(min_value=0, max_value=10**6))
+    def check(instance, pick):
+        options = _mutations(instance)
+        mutated = options[pick % len(options)]
+        text = json.dumps(reorder(mutated))
+        if not validator.is_valid(mutated):
+            assert not matches(grammar, text), mutated
+        else:
+            assert matches(grammar, text), mutated
+
+    check()
+
+
+_SCALARS = st.sampled_from(
+    [
+        {"type": "string"},
+        {"type": "integer", "minimum": 3},
+        {"enum": [1, "a", None]},
+        {"const": True},
+        {"type": "number", "multipleOf": 0.25},
+        {"type": "string", "pattern": "^a+b?$", "maxLength": 5},
+        {},
+        {"type": "string", "format": "date"},
+        False,
+        True,
+        {"type": "null"},
+    ]
+)
+_SCHEMAS = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.builds(lambda s: {"type": "array", "items": s}, inner),
+        st.builds(
+            lambda s, n: {"type": "array", "items": s, "minItems": n, "maxItems": n + 2}, inner, st.integers(0, 3)
+        ),
+        st.builds(
+            lambda d, r: {"type": "object", "properties": d, "required": r[: len(d)]},
+            st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
+            st.lists(st.sampled_from("abcd")),
+        ),
+        st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner),
+        st.builds(lambda a, b: {"oneOf": [a, b]}, inner, inner),
+        st.builds(lambda a, b: {"allOf": [a, b]}, inner, inner),
+        st.builds(lambda a: {"not": a}, inner),
+        st.builds(lambda a, b, c: {"if": a, "then": b, "else": c}, inner, inner, inner),
+        st.builds(lambda a: {"type": "array", "items": a, "uniqueItems": True}, inner),
+        st.builds(lambda a: {"$defs": {"x": a}, "$ref": "#/$defs/x"}, inner),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(_SCHEMAS)
+def test_random_schema_shapes_compile_or_refuse_quickly(schema):
+    start = time.perf_counter()
+    try:
+        grammar = json_schema_to_grammar(schema)
+    except (SchemaError, LimitError):
+        return
+    assert time.perf_counter() - start < 5
+    validator = _validator(schema)
+    for value in [None, True, 0, 3, 0.25, "a", "ab", "2024-01-01", [], [1], {}, {"a": "x"}, {"a": 3, "b": None}]:
+        if matches(grammar, json.dumps(Reorder(schema)(value))):
+            assert validator.is_valid(value), value
+
+
+# Formats the jsonschema checker here understands (rfc3339-validator, rfc3986-validator, fqdn,
+# isoduration installed): every string our regex admits must pass it.
+_CHECKED_FORMATS = [
+    "date",
+    "time",
+    "date-time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "uuid",
+    "json-pointer",
+    "relative-json-pointer",
+]
+
+
+@pytest.mark.parametrize("name", _CHECKED_FORMATS)
+def test_format_regexes_are_sound(name):
+    from banister.grammar.json_formats import FORMATS
+
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    if name not in checker.checkers:
+        pytest.skip(f"jsonschema has no checker for {name} here")
+
+    @_SETTINGS
+    @given(st.from_regex(FORMATS[name].regex, fullmatch=True))
+    def check(text):
+        assert checker.conforms(text, name), text
+
+    check()
