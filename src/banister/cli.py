@@ -88,7 +88,7 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
     from banister.bench.maskbench import main_maskbench
 
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
-                          json_out=args.json, show_failures=args.show_failures)
+                          json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated: banister, llguidance, xgrammar, outlines-core (banister first for ratios)")
     mb.add_argument("--limit", type=int, help="only the first N records (after --split)")
     mb.add_argument("--split", help="only records of this split, e.g. Github_easy")
+    mb.add_argument("--sample", type=int, help="a random sample of N records (after --split and --limit)")
+    mb.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
     mb.set_defaults(run=_cmd_bench_maskbench)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -192,7 +193,7 @@ def _cell(value: Any) -> str:
 
 
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
-                   json_out: str | None, show_failures: int) -> int:
+                   json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0) -> int:
     """The `banister bench maskbench` command."""
     from banister.vocab.named import load_named
 
@@ -201,6 +202,8 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     vocab.trie  # noqa: B018 - vocabulary-level table, built once (each peer builds its own at creation)
     engines = [make_engine(name, vocab, named.encode) for name in engine_names]
     records = list(read_records(data, split=split, limit=limit))
+    if sample is not None and sample < len(records):
+        records = random.Random(seed).sample(records, sample)
     tallies = run(records, engines, named.encode, vocab)
     print(format_table(tallies))
     for tally in tallies:
