@@ -7,6 +7,7 @@ import json
 import random
 import re
 import time
+from dataclasses import fields
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from test_json_schema_helpers import matches
 
 from banister.errors import LimitError, SchemaError
-from banister.grammar.json_keywords import KEYWORDS, reference_tables
+from banister.grammar.json_keywords import KEYWORDS, SETTINGS, reference_tables
 from banister.grammar.json_schema import SchemaSettings, json_grammar, json_schema_to_grammar, json_schema_to_regex
 from banister.regex import compile_regex
 
@@ -479,3 +480,4 @@ def test_docs_tables_match_the_registry():
     assert generated == reference_tables(), "regenerate docs/json-schema.md from reference_tables()"
     names = [k.name for k in KEYWORDS]
     assert len(names) == len(set(names))
+    assert set(SETTINGS) == {f.name for f in fields(SchemaSettings)}

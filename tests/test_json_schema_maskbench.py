@@ -66,6 +66,7 @@ def test_maskbench_sample():
             ok = True
             for test in record["tests"]:
                 accepted = matches(grammar, json.dumps(test["data"], ensure_ascii=False))
+                stats[f"{order}: instances right"] += accepted == test["valid"]
                 if accepted and not test["valid"]:
                     stats[f"{order}: invalid accepted"] += 1
                     false_accepts.append(record["id"])

@@ -14,7 +14,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -60,54 +60,23 @@ from banister.regex.charset import normalize
 
 @dataclass(frozen=True)
 class SchemaSettings:
-    """Limits that keep compilation bounded; each error names the setting to raise."""
+    """Limits that keep compilation bounded; each LimitError names the setting to raise (the table in
+    docs/json-schema.md says what each one limits)."""
 
-    max_enum_values: int = field(
-        default=20_000, metadata={"doc": "Values of one enum (strings, numbers...) compiled into one lexeme."}
-    )
-    max_alternatives: int = field(
-        default=256,
-        metadata={"doc": "Alternatives (anyOf/oneOf branches after distributing allOf) for one schema location."},
-    )
-    max_depth: int = field(
-        default=200,
-        metadata={"doc": "Nesting of in-place applicators (allOf, anyOf, $ref chains...) expanded at once."},
-    )
-    max_object_states: int = field(
-        default=4096,
-        metadata={"doc": "States of one object's member sequence (count and presence tracking, any key order)."},
-    )
-    max_array_states: int = field(
-        default=4096, metadata={"doc": "States of one array's item sequence (positions, counts, contains)."}
-    )
-    max_unique_values: int = field(
-        default=8, metadata={"doc": "uniqueItems is enforced when items come from at most this many values."}
-    )
-    max_string_states: int = field(
-        default=2_000,
-        metadata={
-            "doc": "Automaton states when string constraints are combined (pattern with length, keys left over)."
-        },
-    )
-    max_number_states: int = field(
-        default=2_000, metadata={"doc": "Automaton states of one number constraint (bounds with multipleOf...)."}
-    )
-    max_regex_length: int = field(
-        default=20_000,
-        metadata={"doc": "Characters of a regex made from an automaton; larger ones become rules instead."},
-    )
-    max_lexeme_repeat: int = field(
-        default=32,
-        metadata={
-            "doc": "Longest counted run of string characters inside one lexeme; longer lengths are split into rules."
-        },
-    )
-    max_nfa_states: int = field(default=200_000, metadata={"doc": "NFA states of one lexeme's regex."})
-    max_grammar_size: int = field(default=1 << 19, metadata={"doc": "Symbols over all alternatives of the grammar."})
-    max_inline_regex_length: int = field(
-        default=1_000_000, metadata={"doc": "Characters of the regex json_schema_to_regex returns."}
-    )
-    time_limit_s: float = field(default=20.0, metadata={"doc": "Wall-clock limit for one compilation."})
+    max_enum_values: int = 20_000
+    max_alternatives: int = 256
+    max_depth: int = 200
+    max_object_states: int = 4096
+    max_array_states: int = 4096
+    max_unique_values: int = 8
+    max_string_states: int = 2_000
+    max_number_states: int = 2_000
+    max_regex_length: int = 20_000
+    max_lexeme_repeat: int = 32
+    max_nfa_states: int = 200_000
+    max_grammar_size: int = 1 << 19
+    max_inline_regex_length: int = 1_000_000
+    time_limit_s: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -616,7 +585,11 @@ class JsonGrammarBuilder:
                     found: list[Any] = [None]
                 elif kind == "boolean":
                     found = sorted(shape.boolean)
-                elif kind == "number" and shape.number.values is not None:
+                elif (
+                    kind == "number"
+                    and shape.number.values is not None
+                    and not (shape.number.plain or shape.number.nonplain)
+                ):
                     found = [_as_json_number(v) for v in sorted(shape.number.values) if shape.number.admits(v)]
                 elif kind == "string" and shape.string.values is not None:
                     found = sorted(v for v in shape.string.values if shape.string.admits(v))

@@ -166,7 +166,6 @@ KEYWORDS: tuple[Keyword, ...] = (
     ),
 )
 
-ANNOTATIONS = frozenset(k.name for k in KEYWORDS if k.status == "annotation")
 REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused")
 
 
@@ -204,6 +203,25 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+SETTINGS: dict[str, str] = {
+    "max_enum_values": "Values of one enum (strings, numbers...) compiled into one lexeme.",
+    "max_alternatives": "Alternatives (anyOf/oneOf branches after distributing allOf) for one schema location.",
+    "max_depth": "Nesting of in-place applicators (allOf, anyOf, $ref chains...) expanded at once.",
+    "max_object_states": "States of one object's member sequence (count and presence tracking, any key order).",
+    "max_array_states": "States of one array's item sequence (positions, counts, contains).",
+    "max_unique_values": "uniqueItems is enforced when items come from at most this many values.",
+    "max_string_states": "Automaton states when string constraints are combined (pattern with length, keys left over).",
+    "max_number_states": "Automaton states of one number constraint (bounds with multipleOf...).",
+    "max_regex_length": "Characters of a regex made from an automaton; larger ones become rules instead.",
+    "max_lexeme_repeat": "Longest counted run of string characters inside one lexeme; longer lengths are split into rules.",
+    "max_nfa_states": "NFA states of one lexeme's regex.",
+    "max_grammar_size": "Symbols over all alternatives of the grammar.",
+    "max_inline_regex_length": "Characters of the regex json_schema_to_regex returns.",
+    "time_limit_s": "Wall-clock limit for one compilation.",
+}
+"""What each :class:`SchemaSettings` field limits."""
+
+
 def _row(*cells: str) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
@@ -228,5 +246,5 @@ def reference_tables() -> str:
         _row("setting", "default", "limits"),
         _row("---", "---", "---"),
     ]
-    lines += [_row(f"`{f.name}`", f"`{f.default}`", f.metadata.get("doc", "")) for f in fields(SchemaSettings)]
+    lines += [_row(f"`{f.name}`", f"`{f.default}`", SETTINGS[f.name]) for f in fields(SchemaSettings)]
     return "\n".join(lines) + "\n"
