@@ -25,7 +25,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 demo: $(STAMP)
-	$(VENV)/bin/banister compile --vocab llama3 '[A-Za-z0-9._%+-]{1,64}@[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63})*\.[a-z]{2,12}'
+	$(VENV)/bin/banister demo
 
 test: $(STAMP)
 	$(VENV)/bin/pytest

@@ -126,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
     mb.set_defaults(run=_cmd_bench_maskbench)
 
+    from banister.engine.commands import add_commands as add_engine_commands
     from banister.lab.commands import add_commands as add_lab_commands
 
+    add_engine_commands(sub)
     add_lab_commands(sub)
     return parser
 
