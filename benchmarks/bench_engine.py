@@ -205,7 +205,7 @@ def section_jump_forward(engine: Engine, items, max_tokens: int) -> None:
         tokens = sum(o.usage.completion_tokens for o in outs)
         done = [(o, s) for o, (_, s, _) in zip(outs, items) if not o.outputs[0].incomplete]
         valid = sum(check(o.text, s) is None for o, s in done)
-        print(f"  {whitespace:<10} {str(jump):<5} {'together' if together else 'alone':<9} {stats['steps']:>6} "
+        print(f"  {whitespace:<10} {jump!s:<5} {'together' if together else 'alone':<9} {stats['steps']:>6} "
               f"{tokens:>7} {stats['forced_tokens']:>7} {seconds:>8.1f} {tokens / seconds:>9.1f} {len(done):>9} {valid:>6}")
 
 
@@ -216,7 +216,7 @@ def section_overlap(engine: Engine, items, max_tokens: int) -> None:
         params = [SamplingParams(temperature=0.0, max_tokens=max_tokens, json_schema=s) for _, s, _ in items]
         outs, seconds, stats = run(engine, items, params, RequestOptions())
         tokens = sum(o.usage.completion_tokens for o in outs)
-        print(f"  overlap={str(overlap):<5} {seconds:6.1f} s, {tokens / seconds:5.1f} tokens/s, "
+        print(f"  overlap={overlap!s:<5} {seconds:6.1f} s, {tokens / seconds:5.1f} tokens/s, "
               f"mask time {stats['mask_seconds']:.2f} s, forward {stats['forward_seconds']:.1f} s, {stats['steps']} steps")
     engine.overlap_masks = False
 
@@ -231,7 +231,7 @@ def section_healing(engine: Engine) -> None:
             correct += out.text.strip() == answer
             logprob += sum(lp.logprob for lp in out.logprobs)
             count += 1
-        print(f"  healing={str(healing):<5} correct {correct}/{count}, mean log-probability of the answer "
+        print(f"  healing={healing!s:<5} correct {correct}/{count}, mean log-probability of the answer "
               f"{logprob / count:6.2f}")
 
 

@@ -1,5 +1,6 @@
 """The engine on the toy model: batching, continuous batching, guided decoding, options, outputs."""
 
+import itertools
 import json
 
 import jsonschema
@@ -7,10 +8,9 @@ import pytest
 import torch
 
 from banister import Compiler, Matcher
-
 from banister.engine import Engine, EngineError, RequestOptions, ToyModel, ToyTokenizer
 from banister.engine.guide import VocabIndex, closing_bytes
-from banister.errors import SchemaError
+from banister.errors import RegexError, SchemaError
 from banister.sampling import SamplingParams
 
 PERSON = {
@@ -38,10 +38,10 @@ def toy_engine(**kwargs) -> Engine:
 
 def mixed_params(i: int) -> SamplingParams:
     kinds = [
-        dict(json_schema=PERSON),
-        dict(),
-        dict(regex=r'\{"name": "[A-Za-z]+", "age": [0-9]+\}'),
-        dict(choice=["yes", "no", '{"name": "Ada", "age": 42}']),
+        {"json_schema": PERSON},
+        {},
+        {"regex": r'\{"name": "[A-Za-z]+", "age": [0-9]+\}'},
+        {"choice": ["yes", "no", '{"name": "Ada", "age": 42}']},
     ]
     return SamplingParams(temperature=0.0, max_tokens=30 + i, **kinds[i % len(kinds)])
 
@@ -223,7 +223,7 @@ def test_streaming_only_grows_and_ends_with_the_full_text():
     engine = toy_engine()
     params = SamplingParams(temperature=0.0, max_tokens=40, stop=["42"])
     texts = [out.text for out in engine.stream(PROMPTS[0], params)]
-    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+    assert all(b.startswith(a) for a, b in itertools.pairwise(texts))
     assert texts[-1] == toy_engine().generate([PROMPTS[0]], params)[0].text
 
 
@@ -248,6 +248,12 @@ def test_errors_are_typed_and_raised_at_add_request():
     engine.add_request("same", PROMPTS[0], SamplingParams())
     with pytest.raises(ValueError):
         engine.add_request("same", PROMPTS[0], SamplingParams())
+    engine.abort("same")
+    engine.step()
+    bad = SamplingParams(regex="[0-9")
+    with pytest.raises(RegexError):  # generate queues all of its prompts or none
+        engine.generate(PROMPTS[:3], [SamplingParams(), SamplingParams(), bad])
+    assert not engine.has_unfinished_requests()
     with pytest.raises(ValueError):
         Engine(ToyModel(), ToyTokenizer(), max_batch_size=0)
 
@@ -297,3 +303,30 @@ def test_n_samples_share_the_prompt_and_report_together():
     assert [o.index for o in out.outputs] == [0, 1, 2, 3]
     assert out.usage.completion_tokens == sum(len(o.token_ids) for o in out.outputs)
     assert engine.stats.prefill_tokens == len(out.prompt_token_ids)  # one prefill, forked to the others
+
+
+def run_command(monkeypatch, capsys, argv):
+    import argparse
+
+    from banister.engine import commands
+
+    monkeypatch.setattr(commands, "load_engine", lambda model, stream=None: toy_engine())
+    parser = argparse.ArgumentParser()
+    commands.add_commands(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    status = args.run(args)
+    return status, capsys.readouterr()
+
+
+def test_the_generate_command(monkeypatch, capsys, tmp_path):
+    schema_file = tmp_path / "person.json"
+    schema_file.write_text(json.dumps(PERSON))
+    status, out = run_command(monkeypatch, capsys, ["generate", "--schema", str(schema_file), "--temperature", "0", "hi"])
+    assert status == 0 and json.loads(out.out) == {"name": "Ada", "age": 42}
+    assert "finish: grammar" in out.err
+    status, out = run_command(monkeypatch, capsys, ["generate", "--choice", "yes", "no", "--n", "2", "--seed", "1", "hi"])
+    assert out.out.count("--- answer") == 2
+    status, out = run_command(monkeypatch, capsys, ["generate", "--stream", "--raw", "--max-tokens", "5", "user: hi\n"])
+    assert out.out.startswith("Sure") and "(incomplete)" in out.err
+    with pytest.raises(EngineError):
+        run_command(monkeypatch, capsys, ["generate", "--stream", "--n", "2", "hi"])

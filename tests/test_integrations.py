@@ -57,7 +57,7 @@ def answers(model, prompt_ids, processor, **generate_kwargs):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(do_sample=False), dict(do_sample=True, num_return_sequences=4), dict(num_beams=3, num_return_sequences=2)],
+    [{"do_sample": False}, {"do_sample": True, "num_return_sequences": 4}, {"num_beams": 3, "num_return_sequences": 2}],
     ids=["greedy", "sampling", "beams"],
 )
 def test_logits_processor_constrains_generate(tiny, kwargs):

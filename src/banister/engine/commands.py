@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from banister.engine.model import EngineError
-from banister.engine.types import RequestOptions
 
 
 class ProgressLine:
@@ -124,6 +123,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    from banister.engine.types import RequestOptions
     from banister.sampling import SamplingParams
 
     if args.prompt is None and args.choice and len(args.choice) > 1:

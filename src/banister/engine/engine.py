@@ -164,7 +164,7 @@ class Engine:
         self._aborts: list[Hashable] = []
         self._waiting: deque[_Group] = deque()
         self._groups: dict[Hashable, _Group] = {}
-        self._running: dict[tuple[Hashable, int], _Sequence] = {}
+        self._running: dict[Hashable, _Sequence] = {}
         self._ids = itertools.count()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -193,40 +193,10 @@ class Engine:
 
         The grammar is compiled here (cached by the engine's Compiler), so a bad specification
         raises now: ``SchemaError``, ``RegexError``, ``GrammarError`` or ``LimitError``. A prompt
-        too long for the model raises :class:`~banister.engine.model.EngineError`.
+        too long for the model raises :class:`~banister.engine.model.EngineError`, a request id in
+        use ``ValueError``.
         """
-        params = params or SamplingParams()
-        options = options or RequestOptions()
-        prompt_ids = self.encode_prompt(prompt)
-        if not prompt_ids:
-            raise EngineError("the prompt has no tokens")
-        limit = self.model.max_length
-        if limit is not None and len(prompt_ids) >= limit:
-            raise EngineError(f"the prompt has {len(prompt_ids)} tokens; the model takes at most {limit - 1}")
-        start = time.perf_counter()
-        compiled = compile_request(self.compiler, params, options)
-        self.stats.compile_seconds += time.perf_counter() - start
-        heal, fed_prompt = b"", list(prompt_ids)
-        if options.token_healing:
-            heal, fed_prompt = self._heal(fed_prompt)
-        group = _Group(request_id, fed_prompt, params, options)
-        wants_jump = self.jump_forward if options.jump_forward is None else options.jump_forward
-        for index, child in enumerate(expand_n(params)):
-            seq = _Sequence(
-                seq_id=(request_id, index),
-                group=group,
-                params=child,
-                guide=Guide(compiled, heal, self._index),
-                checker=StopChecker(child, self.vocabulary),
-                jump_forward=wants_jump and compiled is not None and _jump_compatible(child),
-                logprobs=[] if child.logprobs is not None else None,
-                heal_chars=len(heal.decode()),
-            )
-            group.sequences.append(seq)
-        with self._lock:
-            if request_id in self._groups or any(g.request_id == request_id for g in self._incoming):
-                raise ValueError(f"request_id {request_id!r} is already in use")
-            self._incoming.append(group)
+        self._enqueue([self._prepare(request_id, prompt, params or SamplingParams(), options or RequestOptions())])
 
     def abort(self, request_id: Hashable) -> None:
         """Stop a request at the next step (its outputs finish with ``"abort"``). Safe from any thread."""
@@ -249,16 +219,54 @@ class Engine:
         with self._lock:
             return bool(self._incoming or self._groups)
 
+    def _prepare(self, request_id: Hashable, prompt: Prompt, params: SamplingParams, options: RequestOptions) -> _Group:
+        """Tokenise, check, compile and heal a request; one sequence per sample."""
+        prompt_ids = self.encode_prompt(prompt)
+        if not prompt_ids:
+            raise EngineError("the prompt has no tokens")
+        limit = self.model.max_length
+        if limit is not None and len(prompt_ids) >= limit:
+            raise EngineError(f"the prompt has {len(prompt_ids)} tokens; the model takes at most {limit - 1}")
+        start = time.perf_counter()
+        compiled = compile_request(self.compiler, params, options)
+        self.stats.compile_seconds += time.perf_counter() - start
+        heal, fed_prompt = self._heal(prompt_ids) if options.token_healing else (b"", list(prompt_ids))
+        group = _Group(request_id, fed_prompt, params, options)
+        wants_jump = self.jump_forward if options.jump_forward is None else options.jump_forward
+        for index, child in enumerate(expand_n(params)):
+            group.sequences.append(
+                _Sequence(
+                    seq_id=(request_id, index),
+                    group=group,
+                    params=child,
+                    guide=Guide(compiled, heal, self._index),
+                    checker=StopChecker(child, self.vocabulary),
+                    jump_forward=wants_jump and compiled is not None and _jump_compatible(child),
+                    logprobs=[] if child.logprobs is not None else None,
+                    heal_chars=len(heal.decode()),
+                )
+            )
+        return group
+
+    def _enqueue(self, groups: list[_Group]) -> None:
+        with self._lock:
+            taken = set(self._groups) | {g.request_id for g in self._incoming}
+            ids = [g.request_id for g in groups]
+            clash = [i for i in ids if i in taken] or [i for i in ids if ids.count(i) > 1]
+            if clash:
+                raise ValueError(f"request_id {clash[0]!r} is already in use")
+            self._incoming.extend(groups)
+
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """Token ids of a prompt: raw text, token ids as given, or chat messages through the template."""
         if isinstance(prompt, str):
             return self.tokenizer.encode_prompt(prompt)
-        items = list(prompt)
+        items: list[Any] = list(prompt)
         if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
             bad = [t for t in items if not 0 <= t < self.vocabulary.vocab_size]
             if bad:
                 raise EngineError(f"prompt token ids outside [0, {self.vocabulary.vocab_size}): {bad[:5]}")
-            return items
+            return [int(t) for t in items]
         if all(isinstance(m, Mapping) for m in items):
             return self.tokenizer.chat_prompt(items)
         raise TypeError("a prompt is a string, a sequence of token ids, or a sequence of chat messages (dicts)")
@@ -285,8 +293,11 @@ class Engine:
             if len(per_prompt) != len(batch):
                 raise ValueError(f"{len(batch)} prompts but {len(per_prompt)} SamplingParams")
         ids = [("generate", next(self._ids)) for _ in batch]
-        for request_id, prompt, p in zip(ids, batch, per_prompt, strict=True):
-            self.add_request(request_id, prompt, p, options)
+        options = options or RequestOptions()
+        self._enqueue([
+            self._prepare(request_id, prompt, p or SamplingParams(), options)
+            for request_id, prompt, p in zip(ids, batch, per_prompt, strict=True)
+        ])  # all or none: a bad prompt or schema raises before any of them is queued
         done: dict[Hashable, RequestOutput] = {}
         while len(done) < len(ids):
             for out in self.step():
@@ -331,9 +342,9 @@ class Engine:
             seq = self._running[feed.seq_id]
             last[feed.seq_id] = out[-1:]
             if feed.all_logits:
-                lp = prompt_logprobs(out, seq.group.prompt_ids, seq.params.prompt_logprobs or 0)
+                scored = prompt_logprobs(out, seq.group.prompt_ids, seq.params.prompt_logprobs or 0)
                 seq.group.prompt_logprobs = tuple(
-                    x for x in lp.to_lists(seq.params.prompt_logprobs) if x is not None
+                    x for x in scored.to_lists(seq.params.prompt_logprobs) if x is not None
                 )
         for parent, child in forks:
             last[child] = last[parent]
@@ -368,12 +379,12 @@ class Engine:
                 self._groups[group.request_id] = group
                 self._waiting.append(group)
         for request_id in aborts:
-            group = self._groups.get(request_id)
-            if group is None:
+            aborted = self._groups.get(request_id)
+            if aborted is None:
                 continue
-            if group in self._waiting:
-                self._waiting.remove(group)
-            for seq in group.sequences:
+            if aborted in self._waiting:
+                self._waiting.remove(aborted)
+            for seq in aborted.sequences:
                 if seq.finish_reason is None:
                     self._finish(seq, "abort")
                     self._release_text(seq)
@@ -381,7 +392,7 @@ class Engine:
                     self._state.remove_request(seq.seq_id)
                     self.model.release(seq.seq_id)
                     del self._running[seq.seq_id]
-            changed[request_id] = group
+            changed[request_id] = aborted
 
     def _admit(self) -> list[_Group]:
         """Move waiting requests into the batch while there is room (a request comes in whole)."""
@@ -685,7 +696,7 @@ def _jump_compatible(params: SamplingParams) -> bool:
 def _as_prompt_list(prompts: Prompt | Sequence[Prompt]) -> list[Prompt]:
     if isinstance(prompts, str):
         return [prompts]
-    items = list(prompts)
+    items: list[Any] = list(prompts)
     if items and all(isinstance(m, Mapping) for m in items):
         return [items]
     if any(isinstance(p, int) for p in items):

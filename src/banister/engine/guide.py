@@ -1,7 +1,7 @@
 """Guided decoding for one sequence: the grammar from SamplingParams, token healing, closing early.
 
 A :class:`Guide` wraps the sequence's :class:`~banister.Matcher` (or none, for free text) together
-with the token-healing prefix that the output must start with. :func:`shortest_completion` finds
+with the token-healing prefix that the output must start with. :func:`closing_bytes` finds
 a short completion of a grammar, for closing a structure within the token budget.
 """
 

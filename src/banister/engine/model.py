@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from banister.errors import BanisterError
-from banister.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    import torch
+
+    from banister.vocab import Vocabulary
 
 
 class EngineError(BanisterError, RuntimeError):

@@ -157,7 +157,7 @@ class ToyModel:
         return out
 
     def truncate(self, seq_id: Hashable, num_tokens: int) -> None:
-        prompt_length, tokens = self._seqs[seq_id]
+        tokens = self._seqs[seq_id][1]
         if not 0 <= num_tokens <= len(tokens) - 1:
             raise ValueError(f"cannot truncate {num_tokens} of the {len(tokens)} tokens of {seq_id!r}")
         del tokens[len(tokens) - num_tokens :]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from banister.sampling import TokenLogprobs
 
-Prompt = Union[str, Sequence[int], Sequence[Mapping[str, Any]]]
+Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
 """A raw text prompt, its token ids, or chat messages (``{"role": ..., "content": ...}``) that go
 through the tokenizer's chat template."""
 
