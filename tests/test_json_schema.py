@@ -108,6 +108,10 @@ def test_drafts():
     assert not accepts(siblings, '"long"')
     tuple_items = {"items": [{"type": "integer"}], "additionalItems": False}
     assert accepts(tuple_items, "[1]", draft="7") and not accepts(tuple_items, "[1, 2]", draft="7")
+    draft4_const = {"$schema": "http://json-schema.org/draft-04/schema#", "const": 1}
+    assert accepts(draft4_const, "2")  # not a draft 4 keyword: ignored, as validators do
+    dependencies = {"dependencies": {"a": ["b"]}}
+    assert accepts(dependencies, '{"a": 1}') and not accepts(dependencies, '{"a": 1}', draft="7")
     anchors = {"$defs": {"x": {"$anchor": "here", "type": "null"}}, "$ref": "#here"}
     assert accepts(anchors, "null") and not accepts(anchors, "1")
 

@@ -231,34 +231,73 @@ def is_empty(dfa: CharDFA) -> bool:
 
 
 def minimize(dfa: CharDFA) -> CharDFA:
-    """The minimal trimmed DFA of the same language (Moore's partition refinement)."""
+    """The minimal trimmed DFA of the same language (Hopcroft's partition refinement over the
+    code-point intervals the edges cut)."""
     dfa = trim(dfa)
-    classes = [1 if a else 0 for a in dfa.accepting]
-    count = len(set(classes))
-    while True:
-        signatures: dict[tuple, int] = {}
-        new = []
-        for s, row in enumerate(dfa.edges):
-            sig = (classes[s], tuple(_merge((lo, hi, classes[t]) for lo, hi, t in row)))
-            new.append(signatures.setdefault(sig, len(signatures)))
-        classes = new
-        if len(signatures) == count:
-            break
-        count = len(signatures)
-    remap = {classes[0]: 0}
-    for c in classes:
-        remap.setdefault(c, len(remap))
+    n = dfa.n_states
+    points = {0, MAX_CP + 1}
+    for row in dfa.edges:
+        for lo, hi, _ in row:
+            points.add(lo)
+            points.add(hi + 1)
+    cuts = sorted(points)
+    k = len(cuts) - 1
+    dead = n  # an explicit sink makes the automaton complete
+    inverse: list[dict[int, list[int]]] = [{} for _ in range(k)]
+    for s_, row in enumerate(dfa.edges):
+        covered = 0
+        for c, lo in enumerate(cuts[:-1]):
+            while covered < len(row) and row[covered][1] < lo:
+                covered += 1
+            t = row[covered][2] if covered < len(row) and row[covered][0] <= lo else dead
+            inverse[c].setdefault(t, []).append(s_)
+    for c in range(k):
+        inverse[c].setdefault(dead, []).append(dead)
+    accepting = {s_ for s_ in range(n) if dfa.accepting[s_]}
+    rest = set(range(n + 1)) - accepting
+    blocks: list[set[int]] = [b for b in (accepting, rest) if b]
+    block_of = [0] * (n + 1)
+    for b, members in enumerate(blocks):
+        for s_ in members:
+            block_of[s_] = b
+    work = {(min(range(len(blocks)), key=lambda b: len(blocks[b])), c) for c in range(k)} if len(blocks) > 1 else set()
+    while work:
+        a, c = work.pop()
+        sources: dict[int, set[int]] = {}
+        for t in list(blocks[a]):
+            for s_ in inverse[c].get(t, ()):
+                sources.setdefault(block_of[s_], set()).add(s_)
+        for b, hit in sources.items():
+            if len(hit) == len(blocks[b]):
+                continue
+            blocks[b] -= hit
+            new = len(blocks)
+            blocks.append(hit)
+            for s_ in hit:
+                block_of[s_] = new
+            small = new if len(hit) <= len(blocks[b]) else b
+            for cc in range(k):
+                if (b, cc) in work:
+                    work.add((new, cc))
+                else:
+                    work.add((small, cc))
+    # Renumber: the start's block first; the sink's block is dropped (trimmed automata never need it).
+    sink = block_of[dead]
+    remap = {block_of[0]: 0}
+    for s_ in range(n):
+        if block_of[s_] != sink:
+            remap.setdefault(block_of[s_], len(remap))
     edges: list[list[Edge]] = [[] for _ in remap]
-    accepting = [False] * len(remap)
-    done = set()
-    for s, row in enumerate(dfa.edges):
-        c = remap[classes[s]]
-        if c in done:
+    accept = [False] * len(remap)
+    seen = set()
+    for s_, row in enumerate(dfa.edges):
+        b = block_of[s_]
+        if b == sink or b in seen:
             continue
-        done.add(c)
-        accepting[c] = dfa.accepting[s]
-        edges[c] = _merge((lo, hi, remap[classes[t]]) for lo, hi, t in row)
-    return CharDFA(edges, accepting)
+        seen.add(b)
+        accept[remap[b]] = dfa.accepting[s_]
+        edges[remap[b]] = _merge((lo, hi, remap[block_of[t]]) for lo, hi, t in row if block_of[t] != sink)
+    return CharDFA(edges, accept)
 
 
 class Rx:

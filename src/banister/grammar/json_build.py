@@ -389,9 +389,8 @@ class JsonGrammarBuilder:
             return None
         if plan.kind == "regex":
             return self.r.lexeme(plan.regex)
-        if plan.kind == "length":
+        if plan.kind == "length" or plan.dfa is None:
             return self._length(plan.min_len, plan.max_len)
-        assert plan.dfa is not None  # the three kinds are exhaustive
         return self._dfa_rules(plan.dfa, json_char, self.quote, "chars")
 
     def _length(self, low: int, high: int | None) -> Symbol | None:
@@ -614,9 +613,14 @@ class JsonGrammarBuilder:
             return self.r.add("enum", [(self.value(v),) for v in kept]) if kept else None
         if len(t.exists) > 2:
             raise SchemaError("more than two 'some key' obligations (complements) on one object", t.exists[0][2])
+        # Every name the node's schemas mention takes its place in schema order, also in a branch that
+        # does not declare it (its value then follows this branch's rules), so the order is the same
+        # whichever branch matches.
         rank = logic.rank(node)
         names: list[str] = list(
-            dict.fromkeys([n for n, _ in t.props] + sorted(t.required) + [x for a, bs in t.deps for x in (a, *bs)])
+            dict.fromkeys(
+                [*rank, *(n for n, _ in t.props), *sorted(t.required), *(x for a, bs in t.deps for x in (a, *bs))]
+            )
         )
         names.sort(key=lambda n: rank.get(n, len(rank)))
         members: dict[str, list[tuple[Symbol, int]]] = {}

@@ -168,6 +168,27 @@ KEYWORDS: tuple[Keyword, ...] = (
 
 REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused")
 
+_LATER = {
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "minContains",
+    "maxContains",
+    "prefixItems",
+    "$dynamicRef",
+    "$recursiveRef",
+}
+FOREIGN: dict[str, frozenset[str]] = {
+    "4": frozenset(_LATER | {"const", "contains", "propertyNames", "if", "then", "else"}),
+    "6": frozenset(_LATER | {"if", "then", "else"}),
+    "7": frozenset(_LATER),
+    "2019-09": frozenset({"dependencies", "prefixItems", "$dynamicRef"}),
+    "2020-12": frozenset({"dependencies", "$recursiveRef"}),
+}
+"""Keywords of other drafts, per draft: in a schema of that draft they are not keywords and are ignored,
+as the specification (and validators) do."""
+
 
 @dataclass(frozen=True)
 class Option:
@@ -213,13 +234,18 @@ SETTINGS: dict[str, str] = {
     "max_string_states": "Automaton states when string constraints are combined (pattern with length, keys left over).",
     "max_number_states": "Automaton states of one number constraint (bounds with multipleOf...).",
     "max_regex_length": "Characters of a regex made from an automaton; larger ones become rules instead.",
-    "max_lexeme_repeat": "Longest counted run of string characters inside one lexeme; longer lengths are split into rules.",
+    "max_lexeme_repeat": "Longest counted run of string characters in one lexeme; longer lengths are split into rules.",
     "max_nfa_states": "NFA states of one lexeme's regex.",
     "max_grammar_size": "Symbols over all alternatives of the grammar.",
     "max_inline_regex_length": "Characters of the regex json_schema_to_regex returns.",
     "time_limit_s": "Wall-clock limit for one compilation.",
 }
 """What each :class:`SchemaSettings` field limits."""
+
+
+def _drafts(name: str) -> str:
+    drafts = [d for d, foreign in FOREIGN.items() if name not in foreign]
+    return "all" if len(drafts) == len(FOREIGN) else ", ".join(drafts)
 
 
 def _row(*cells: str) -> str:
@@ -233,8 +259,8 @@ def reference_tables() -> str:
     from banister.grammar.json_build import SchemaSettings
     from banister.grammar.json_formats import FORMATS
 
-    lines = ["### Keywords", "", _row("keyword", "status", "enforces", "notes"), _row("---", "---", "---", "---")]
-    lines += [_row(f"`{k.name}`", k.status, k.enforces, k.notes) for k in KEYWORDS]
+    lines = ["### Keywords", "", _row("keyword", "drafts", "status", "enforces", "notes"), _row(*["---"] * 5)]
+    lines += [_row(f"`{k.name}`", _drafts(k.name), k.status, k.enforces, k.notes) for k in KEYWORDS]
     lines += ["", "### Formats", "", _row("format", "accepts", "`not` enforced"), _row("---", "---", "---")]
     lines += [_row(f"`{f.name}`", f.note, "yes" if f.exact else "refused") for f in FORMATS.values()]
     lines += ["", "### Options", "", _row("option", "default", "effect"), _row("---", "---", "---")]

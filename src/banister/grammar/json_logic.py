@@ -24,7 +24,7 @@ from typing import Any
 from banister.errors import BanisterError, LimitError, RegexError, SchemaError
 from banister.grammar import json_automata
 from banister.grammar.json_formats import FORMATS, format_regex
-from banister.grammar.json_keywords import REFUSED
+from banister.grammar.json_keywords import FOREIGN, REFUSED
 from banister.grammar.json_resolve import Document, Location, escape_token
 from banister.regex import compile_regex, parse_regex
 
@@ -493,6 +493,8 @@ class Logic:
     def conj(self, a: DNF, b: DNF, where: str) -> DNF:
         if not a or not b:
             return []
+        if time.monotonic() > self.opts.deadline:
+            raise LimitError("compiling the schema took too long", setting="time_limit_s")
         if len(a) == 1 and a[0] == ANY:
             return b
         if len(b) == 1 and b[0] == ANY:
@@ -531,6 +533,8 @@ class Logic:
             raise LimitError("compiling the schema took too long", setting="time_limit_s")
 
     def _expand(self, loc: Location) -> DNF:
+        if isinstance(loc.schema, dict) and FOREIGN[loc.draft] & loc.schema.keys():
+            loc = replace(loc, schema={k: v for k, v in loc.schema.items() if k not in FOREIGN[loc.draft]})
         schema, p = loc.schema, loc.pointer
         if schema is True:
             return [ANY]
@@ -1206,7 +1210,7 @@ class _Reentry(Exception):
 @lru_cache(maxsize=1024)
 def _string_term_empty(t: StrTerm) -> bool:
     try:
-        return json_automata.is_empty(string_dfa(t, max_states=2000))
+        return json_automata.is_empty(string_dfa(t, max_states=2000, minimal=False))
     except BanisterError:
         return False
 
@@ -1284,8 +1288,8 @@ def text_keys(texts: Iterable[str]) -> set:
     return {canon(json.loads(t)) for t in texts}
 
 
-def string_dfa(term: StrTerm, *, max_states: int) -> json_automata.CharDFA:
-    """The minimal DFA of the strings a term admits (values excepted: those are a finite list)."""
+def string_dfa(term: StrTerm, *, max_states: int, minimal: bool = True) -> json_automata.CharDFA:
+    """The DFA (trimmed; ``minimal`` also minimised) of the strings a term admits."""
     parts: list[json_automata.CharDFA] = []
     signs: list[bool] = []
     for pattern, _ in term.patterns:
@@ -1317,7 +1321,8 @@ def string_dfa(term: StrTerm, *, max_states: int) -> json_automata.CharDFA:
     def accept(flags: tuple[bool, ...]) -> bool:
         return all(f == s for f, s in zip(flags, signs))
 
-    return json_automata.minimize(json_automata.product(parts, accept, max_states=max_states))
+    dfa = json_automata.product(parts, accept, max_states=max_states)
+    return json_automata.minimize(dfa) if minimal else dfa
 
 
 def dumps(value: Any) -> str:

@@ -23,6 +23,7 @@ _CLASS_META = frozenset("\\]^-[")
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 _RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
+_ESCAPE_RELEVANT: Ranges = charset.normalize([*_U_ESCAPABLE, (0x2F, 0x2F)])
 _MAX_GROUP_NESTING = 90
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -154,10 +155,14 @@ def _raw(ranges: Ranges) -> Ranges:
     return tuple((a, b) for a, b in merged)
 
 
-@lru_cache(maxsize=4096)
 def escape_tail(ranges: Ranges) -> str | None:
     """A regex for what follows the backslash when one code point of ``ranges`` is written escaped;
     None if none of them may be."""
+    return _escape_tail(intersect(ranges, _ESCAPE_RELEVANT))
+
+
+@lru_cache(maxsize=4096)
+def _escape_tail(ranges: Ranges) -> str | None:
     alts = []
     for cp, letter in _SHORT_ESCAPES.items():
         if intersect(ranges, charset.single(cp)):
