@@ -135,3 +135,17 @@ def test_mask_cost():
     data = real.mask_cost(naive_steps=1, repeats=2).data
     assert data["naive_agrees_with_table"]
     assert math.isfinite(data["cached_fill_step_s"]) and data["cached_fill_step_s"] < data["naive_step_s"]
+
+
+def test_default_model_constrained_answers_are_never_invalid():
+    from banister.lab.model import MODEL_TASKS, default_model_validity
+
+    result = default_model_validity(samples=1, max_tokens=64)
+    counts = result.data["counts"]
+    per_schema = sum(len(tasks) for _, tasks in MODEL_TASKS.values()) // len(MODEL_TASKS)
+    for name in MODEL_TASKS:
+        constrained = counts[name, "constrained"]
+        assert sum(constrained.values()) == sum(counts[name, "unconstrained"].values()) == per_schema
+        assert set(constrained) <= {"valid", "cut off"}, constrained
+        for kind, text in result.data["examples"][name, "constrained"].items():
+            assert (validate_answer(text, MODEL_TASKS[name][0])[1] is None) == (kind == "valid")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from banister import Compiler, Matcher, Vocabulary, allocate_token_bitmask, apply_token_bitmask_inplace
 from banister.engine.toy import ToyModel
@@ -130,6 +131,21 @@ def masked_step(model: ToyModel | None = None, pattern: str = AGE_PATTERN, top: 
 # -- 3. validity with and without constraints --------------------------------------------------------------
 
 
+def outcome_bars(counts: Mapping[tuple[str, str], Counter[str]], n: int, xlabel: str) -> Figure:
+    """Stacked bars, one per (task, mode): the share of ``n`` answers in each of :data:`CATEGORIES`."""
+    fig = new_figure(7.0, 3.6)
+    ax = fig.add_subplot()
+    left = np.zeros(len(counts))
+    for cat in CATEGORIES:
+        widths = np.array([c[cat] / n for c in counts.values()])
+        ax.barh([f"{t}\n{m}" for t, m in counts], widths, left=left, color=_COLORS[cat], label=cat)
+        left += widths
+    ax.set(xlabel=xlabel, xlim=(0, 1))
+    ax.invert_yaxis()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    return fig
+
+
 def classify(answer: Answer, is_valid: Callable[[str], bool]) -> str:
     """One of :data:`CATEGORIES`: valid, chatter before the answer, broken inside, or cut off by the budget."""
     if answer.finished and is_valid(answer.text):
@@ -143,7 +159,7 @@ def _age_valid(text: str) -> bool:
     return re.fullmatch(AGE_PATTERN, text) is not None
 
 
-def _schema_valid(schema: Mapping[str, Any]) -> Callable[[str], bool]:
+def schema_check(schema: Mapping[str, Any]) -> Callable[[str], bool]:
     return lambda text: validate_answer(text, schema)[1] is None
 
 
@@ -156,7 +172,7 @@ def validity(n: int = 200, max_tokens: int = 32) -> Result:
     )
     tasks = {
         "age pattern": (age_model, age_compiler.regex(AGE_PATTERN), _age_valid),
-        "person schema": (person_model, person_compiler.json_schema(PERSON_SCHEMA), _schema_valid(PERSON_SCHEMA)),
+        "person schema": (person_model, person_compiler.json_schema(PERSON_SCHEMA), schema_check(PERSON_SCHEMA)),
     }
     counts: dict[tuple[str, str], Counter[str]] = {}
     examples: dict[tuple[str, str], dict[str, str]] = {}
@@ -166,17 +182,6 @@ def validity(n: int = 200, max_tokens: int = 32) -> Result:
             kinds = [classify(a, check) for a in answers]
             counts[task, mode] = Counter(kinds)
             examples[task, mode] = {k: a.text for k, a in zip(kinds, answers, strict=True)}
-    fig = new_figure(7.0, 3.6)
-    ax = fig.add_subplot()
-    names = [f"{t}\n{m}" for t, m in counts]
-    left = np.zeros(len(counts))
-    for cat in CATEGORIES:
-        widths = np.array([c[cat] / n for c in counts.values()])
-        ax.barh(names, widths, left=left, color=_COLORS[cat], label=cat)
-        left += widths
-    ax.set(xlabel=f"share of {n} answers", xlim=(0, 1))
-    ax.invert_yaxis()
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return Result(
         "validity",
         "Asking nicely versus constraining",
@@ -185,7 +190,7 @@ def validity(n: int = 200, max_tokens: int = 32) -> Result:
         {"n": n, "counts": {k: dict(v) for k, v in counts.items()}, "examples": examples},
         ("task", "mode", *CATEGORIES),
         [(t, m, *(c[cat] for cat in CATEGORIES)) for (t, m), c in counts.items()],
-        fig,
+        outcome_bars(counts, n, f"share of {n} answers"),
     )
 
 

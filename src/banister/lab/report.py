@@ -9,6 +9,7 @@ from pathlib import Path
 
 from banister.lab import experiments as ex
 from banister.lab import real
+from banister.lab.model import default_model_validity
 from banister.lab.result import Result
 
 _STYLE = (
@@ -19,10 +20,11 @@ _STYLE = (
 _INTRO = "Every number below comes from running the code; rerun with <code>banister lab</code>."
 
 
-def experiment_plan(quick: bool = False) -> list[Callable[[], Result]]:
-    """The experiments in report order; ``quick`` shrinks the sample sizes (seconds in all)."""
+def experiment_plan(quick: bool = False, model: bool = True) -> list[Callable[[], Result]]:
+    """The experiments in report order; ``quick`` shrinks the sample sizes (seconds in all, plus the
+    model's load), ``model=False`` leaves out the one on the real default model."""
     n = 20 if quick else 200
-    return [
+    plan = [
         ex.validity_vs_length,
         ex.masked_step,
         lambda: ex.validity(n),
@@ -34,14 +36,20 @@ def experiment_plan(quick: bool = False) -> list[Callable[[], Result]]:
         lambda: ex.retries(n // 2),
         lambda: ex.json_mode_vs_schema(max(10, n // 4)),
     ]
+    if model:
+        plan.append(lambda: default_model_validity(samples=1 if quick else 3, max_tokens=96 if quick else 128))
+    return plan
 
 
-def run_lab(out: Path | str, *, quick: bool = False) -> Path:
-    """Run the experiments, save ``<key>.png`` for each and ``report.html`` in ``out``; return the report's path."""
+def run_lab(out: Path | str, *, quick: bool = False, model: bool = True) -> Path:
+    """Run the experiments, save ``<key>.png`` for each and ``report.html`` in ``out``; return the report's path.
+
+    ``model=False`` skips the experiment on the real default model (no model load).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results, seconds = [], []
-    for experiment in experiment_plan(quick):
+    for experiment in experiment_plan(quick, model):
         start = time.perf_counter()
         result = experiment()
         seconds.append(time.perf_counter() - start)
