@@ -11,6 +11,7 @@ from dataclasses import fields
 from fractions import Fraction
 from pathlib import Path
 
+import jsonschema
 import pytest
 from test_json_schema_helpers import matches
 
@@ -140,7 +141,10 @@ def test_long_lengths_are_split_into_rules():
 
 @pytest.mark.parametrize(
     "pattern",
-    ["^[ab]+$", "ab", "^a", "b$", "^(ab|ba)*$", "a.c", "^a{2,3}$", "(^a|b$)", "[^a]", "^$", "a|^b|c$", "\\d"],
+    [
+        "^[ab]+$", "ab", "^a", "b$", "^(ab|ba)*$", "a.c", "^a{2,3}$", "(^a|b$)", "[^a]", "^$", "a|^b|c$", "\\d",
+        "^ab?c*$", "^a?b{0,2}1?.+$", "^(a|bc)?1*$", "^a$|^b.*$", "^.*b?$", "^a*b?c*$",
+    ],
 )
 def test_patterns_with_lengths_match_python(pattern):
     alphabet = "abc1\n"
@@ -215,10 +219,18 @@ def test_formats_against_examples():
         for text in bad[name]:
             assert not rx.matches(json.dumps(text).encode()), (name, text)
     assert accepts({"format": "int32"}, "2147483647") and not accepts({"format": "int32"}, "2147483648")
+    # A format JSON Schema defines but banister cannot enforce is refused unless ignored...
     with pytest.raises(SchemaError, match="not supported") as err:
-        json_schema_to_grammar({"properties": {"x": {"format": "made-up"}}})
+        json_schema_to_grammar({"properties": {"x": {"format": "idn-email"}}})
     assert err.value.pointer == "/properties/x/format"
-    assert accepts({"format": "made-up"}, '"anything"', unsupported_formats="ignore")
+    assert accepts({"format": "idn-email"}, '"anything"', unsupported_formats="ignore")
+    # ...a name it does not define is an annotation, as jsonschema treats it, unless asked otherwise.
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    assert jsonschema.Draft202012Validator({"format": "made-up"}, format_checker=checker).is_valid("anything")
+    assert accepts({"format": "made-up"}, '"anything"') and accepts({"format": "made-up"}, "3")
+    with pytest.raises(SchemaError, match="not defined by JSON Schema") as err:
+        json_schema_to_grammar({"items": {"format": "made-up"}}, unknown_formats="error")
+    assert err.value.pointer == "/items/format"
 
 
 # ------------------------------------------------------------------------------------------ numbers
@@ -274,6 +286,61 @@ def test_unbounded_numbers_accept_json_syntax():
     assert regex_of({"type": "number", "maximum": 10}).matches(b"-1e+16")
     assert regex_of({"type": "number", "exclusiveMinimum": 0, "maximum": 1}).matches(b"5e-07")
     assert regex_of({"minimum": 0, "type": "number"}).matches(b"1e-05")  # bounds at 0 keep exponents
+
+
+_HUGE_AND_TINY = [
+    "5E47420", "1e400", "-1e400", "1e308", "1e307", "9.9e307", "-9e307", "1e+0307", "1.5e307", "1e-400",
+    "-1e-400", "1e-307", "1e-308", "5e-324", "1.5e-320", "0.1e-307", "0." + "0" * 400 + "1",
+    "0." + "0" * 306 + "1", "0." + "0" * 307 + "1", "-0." + "0" * 400 + "1", "1" + "0" * 400, "1" + "0" * 400 + ".0",
+    "1" + "0" * 400 + ".5", "1" + "0" * 15 + ".0", "1" + "0" * 16 + ".0", "2" + "0" * 15 + ".5", "1" + "0" * 20,
+    "0", "0.0", "-0.0", "1e-5", "3", "2.5", "1e+16", "1e16", "-5e-07",
+]
+_NUMBER_SCHEMAS = [
+    {"type": "integer"},
+    {"type": "integer", "minimum": 0},
+    {"type": "integer", "maximum": 0},
+    {"type": "integer", "multipleOf": 2},
+    {"type": "number", "multipleOf": 0.5},
+    {"type": "number", "multipleOf": 0.5, "minimum": -10},
+    {"type": "number", "exclusiveMinimum": 0},
+    {"type": "number", "exclusiveMaximum": 0},
+    {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    {"type": "number", "not": {"const": 0}},
+    {"type": "number", "not": {"type": "integer"}},
+    {"type": "number", "not": {"multipleOf": 3}},
+    {"type": "number", "minimum": 0},
+    {"type": "number", "maximum": 10},
+    {"type": "number"},
+]
+
+
+@pytest.mark.parametrize("schema", _NUMBER_SCHEMAS, ids=json.dumps)
+def test_numbers_that_overflow_or_underflow_a_double(schema):
+    """Oracle: Python's json (which reads a fraction or exponent as a double: inf past ~1.8e308, 0 below
+    ~2.5e-324) and jsonschema. No text is accepted that the oracle rejects; texts written the way
+    json.dumps writes them, and huge plain integers, keep being accepted."""
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(schema)
+    grammar = json_schema_to_grammar(schema)
+
+    def valid(text):
+        value = json.loads(text)
+        try:
+            return validator.is_valid(value)
+        except (OverflowError, ValueError):
+            # jsonschema's float multipleOf raises on inf (not a multiple) and on ints past a double
+            # (10**400 / 0.5): there it cannot decide, and the exact answer stands.
+            return None if isinstance(value, int) else False
+
+    for text in _HUGE_AND_TINY:
+        if matches(grammar, text):
+            assert valid(text) is not False, text
+        elif valid(text) and Fraction(text) != 0:
+            value = json.loads(text)
+            assert not isinstance(value, int) or value >= 10**16 or "multipleOf" in json.dumps(schema), text
+            plain_only = "multipleOf" in json.dumps(schema) or "not" in schema  # documented narrowing
+            if isinstance(value, float) and 1e-300 < abs(value) < 1e300 and json.dumps(value) == text:
+                assert plain_only and "e" in text, f"{text} is how json.dumps writes a valid value"
 
 
 # ------------------------------------------------------------------------------------------ structure
@@ -485,3 +552,28 @@ def test_docs_tables_match_the_registry():
     names = [k.name for k in KEYWORDS]
     assert len(names) == len(set(names))
     assert set(SETTINGS) == {f.name for f in fields(SchemaSettings)}
+
+
+def test_unevaluated_next_to_applicators():
+    """unevaluated* sees the annotations of $ref/allOf exactly and of anyOf/oneOf/if per branch (a
+    narrowing where branches overlap); the complement of such a narrowed schema is refused."""
+    base = {"$defs": {"a": {"properties": {"a": {"type": "integer"}}}}, "unevaluatedProperties": False}
+    g = json_schema_to_grammar({**base, "allOf": [{"$ref": "#/$defs/a"}, {"properties": {"b": True}}]})
+    assert matches(g, '{"a": 1, "b": 2}') and matches(g, "{}")
+    assert not matches(g, '{"a": 1, "c": 2}') and not matches(g, '{"a": "x"}')
+    g = json_schema_to_grammar({**base, "oneOf": [{"required": ["a"], "$ref": "#/$defs/a"}, {"required": ["b"]}]})
+    assert matches(g, '{"a": 1}') and not matches(g, '{"b": 1}')  # b is not evaluated by the second branch
+    g = json_schema_to_grammar(
+        {"if": {"properties": {"k": {"const": 1}}, "required": ["k"]}, "then": {"properties": {"v": True}},
+         "unevaluatedProperties": False}
+    )
+    assert matches(g, '{"k": 1, "v": 2}') and not matches(g, '{"k": 2, "v": 2}') and matches(g, "{}")
+    g = json_schema_to_grammar({"prefixItems": [True], "allOf": [{"prefixItems": [True, True]}], "unevaluatedItems": False})
+    assert matches(g, "[1, 2]") and not matches(g, "[1, 2, 3]")
+    g = json_schema_to_grammar(
+        {"properties": {"a": True}, "dependentSchemas": {"a": {"properties": {"b": True}}}, "unevaluatedProperties": False}
+    )
+    assert matches(g, '{"a": 1, "b": 2}') and not matches(g, '{"b": 2}')
+    with pytest.raises(SchemaError) as err:
+        json_schema_to_grammar({"not": {"anyOf": [True, {"properties": {"a": True}}], "unevaluatedProperties": False}})
+    assert err.value.keyword == "unevaluatedProperties"

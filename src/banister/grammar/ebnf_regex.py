@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache, partial
 from itertools import pairwise, product
 
+from banister.grammar.regex_text import char_class, contains, intersect
 from banister.regex import charset
 from banister.regex.charset import Ranges
 from banister.regex.nodes import Alternate, CharSet, Concat, Node, Repeat
@@ -158,40 +158,10 @@ def tree_size(node: Node, memo: dict[int, int] | None = None) -> int:
 # ----------------------------------------------------------------------------------------------------
 # Printing in banister's regex syntax
 
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _!\"#%&',:;<=>@`~")
-
-
-def _code_point(c: int) -> str:
-    ch = chr(c)
-    if ch in _PLAIN:
-        return ch
-    if 0x20 < c < 0x7F:
-        return "\\" + ch
-    if c > 0x7F and ch.isprintable():
-        return ch
-    return f"\\u{{{c:X}}}"
-
-
-def _class(ranges: Ranges) -> str:
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
-        return _code_point(ranges[0][0])
-    complement = charset.negate(ranges)
-    negated = len(complement) < len(ranges)
-    parts = []
-    for lo, hi in complement if negated else ranges:
-        if lo == hi:
-            parts.append(_code_point(lo))
-        elif hi == lo + 1:
-            parts.append(_code_point(lo) + _code_point(hi))
-        else:
-            parts.append(f"{_code_point(lo)}-{_code_point(hi)}")
-    return ("[^" if negated else "[") + "".join(parts) + "]"
-
-
 def to_pattern(node: Node) -> str:
     """``node`` in banister's regex syntax (whole-match)."""
     if isinstance(node, CharSet):
-        return _class(node.ranges)
+        return char_class(node.ranges, negate_if_shorter=True)
     if isinstance(node, Concat):
         if not node.items:
             return "(?:)"
@@ -302,25 +272,6 @@ def _fixed_strings(node: Node | Look, offset: int) -> tuple[tuple[Ranges, ...], 
     return out
 
 
-def _intersect(a: Ranges, b: Ranges) -> Ranges:
-    out: list[tuple[int, int]] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
-
-
-def _contains(ranges: Ranges, c: int) -> bool:
-    i = bisect_right(ranges, (c, MAX_CODE_POINT + 1)) - 1
-    return i >= 0 and ranges[i][0] <= c <= ranges[i][1]
-
-
 _State = frozenset
 """Pending lookahead obligations: ("neg", look, alternative, matched) and ("pos", look, progress)."""
 
@@ -341,7 +292,7 @@ class _LookaheadRemover:
         points = sorted({0, MAX_CODE_POINT + 1} | {p for s in sets for lo, hi in s for p in (lo, hi + 1)})
         groups: dict[tuple[bool, ...], list[tuple[int, int]]] = defaultdict(list)
         for lo, nxt in pairwise(points):
-            groups[tuple(_contains(s, lo) for s in sets)].append((lo, nxt - 1))
+            groups[tuple(contains(s, lo) for s in sets)].append((lo, nxt - 1))
         self.atoms = [charset.normalize(r) for r in groups.values()]
         self.member = list(groups)  # member[atom][set index]
         self.memo: dict[tuple[int, _State], dict[_State, Node]] = {}
@@ -419,7 +370,7 @@ class _LookaheadRemover:
         if isinstance(node, CharSet):
             out: dict[_State, list[Node]] = defaultdict(list)
             for atom, atom_ranges in enumerate(self.atoms):
-                piece = _intersect(node.ranges, atom_ranges)
+                piece = intersect(node.ranges, atom_ranges)
                 if piece:
                     after = self.step(state, atom)
                     if after is not None:

@@ -10,6 +10,8 @@ large, into grammar rules by the caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from itertools import pairwise
 
 from banister.errors import LimitError
 from banister.regex import DEAD, compile_regex
@@ -61,8 +63,10 @@ def _merge(items: Iterable[Edge]) -> list[Edge]:
     return out
 
 
+@lru_cache(maxsize=2048)
 def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000) -> CharDFA:
-    """The code-point DFA of a regex (banister syntax; ``search`` as in :func:`compile_regex`)."""
+    """The code-point DFA of a regex (banister syntax; ``search`` as in :func:`compile_regex`).
+    Memoised across schemas: the result is shared, so callers must not change it (none do)."""
     dfa = compile_regex(pattern, search=search, max_states=max_states)
     dfa.expand_from(dfa.start)
     table = dfa.transitions.tolist()
@@ -155,7 +159,7 @@ def product_states(dfas: Sequence[CharDFA], *, max_states: int) -> tuple[CharDFA
         cuts = sorted(points)
         pointers = [0] * len(dfas)
         out: list[Edge] = []
-        for lo, nxt in zip(cuts, cuts[1:]):
+        for lo, nxt in pairwise(cuts):
             targets = []
             for i, (dfa, s) in enumerate(zip(dfas, combo)):
                 t = -1

@@ -46,14 +46,13 @@ from banister.grammar.json_text import (
     ANY_CHAR,
     INTEGER,
     NUMBER,
-    char_class,
-    escape_text,
     json_char,
     json_keys_except,
     json_strings,
     number_value_regex,
     signed_number_regex,
 )
+from banister.grammar.regex_text import char_class, escape_text
 from banister.regex import DEAD, compile_regex
 from banister.regex.charset import normalize
 
@@ -555,12 +554,12 @@ class JsonGrammarBuilder:
         symbols = [self.value(v) for v in values]
 
         def final(state: tuple) -> bool:
-            n = bin(state[0]).count("1")
+            n = state[0].bit_count()
             return n >= t.min_items
 
         def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
             used = state[0]
-            if t.max_items is not None and bin(used).count("1") >= t.max_items:
+            if t.max_items is not None and used.bit_count() >= t.max_items:
                 return []
             return [(symbols[i], (used | (1 << i),)) for i in range(len(values)) if not used >> i & 1]
 

@@ -31,7 +31,7 @@ def _ipv6() -> str:
         return "" if count <= 0 else f"(?:{h}(?::{h}){{0,{count - 1}}})?"
 
     forms = [f"{groups(7)}:{h}", f"{groups(6)}:{_IPV4}"]
-    for left in range(0, 8):
+    for left in range(8):
         room = 7 - left
         right = [upto(room)]
         if room >= 2:
@@ -181,6 +181,19 @@ FORMATS: dict[str, Format] = {
         Format("int64", None, "OpenAPI: integer in [-2^63, 2^63-1] (numbers only)", (-(2**63), 2**63 - 1)),
     ]
 }
+
+
+#: Every format name the JSON Schema specification (2020-12 and earlier drafts) defines: one that
+#: :data:`FORMATS` lacks is refused unless ``unsupported_formats="ignore"``; other names are not
+#: formats a validator can check, and are annotations unless ``unknown_formats="error"``.
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex",
+})  # fmt: skip
+
+#: OpenAPI's number formats that bound nothing a JSON number can write (always annotations).
+OPENAPI_NUMBER_FORMATS = frozenset({"float", "double"})
 
 
 def format_regex(name: str, max_len: int | None = None) -> str:

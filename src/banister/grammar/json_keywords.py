@@ -23,7 +23,7 @@ KEYWORDS: tuple[Keyword, ...] = (
         "type",
         "enforced",
         "JSON type, one name or a list",
-        "`integer` accepts `1`, `1.0` and exponent forms that are integers by shape (`1e+16`)",
+        "`integer` accepts `1`, `1.0` and exponent forms that are integers by shape (`1e+16`, exponent at most 307)",
     ),
     Keyword(
         "enum",
@@ -82,7 +82,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "format",
         "enforced",
         "the formats below, for strings (int32/int64 for numbers)",
-        "other formats raise unless `unsupported_formats='ignore'`",
+        "other formats of the specification raise unless `unsupported_formats='ignore'`; names it does not "
+        "define are annotations (`unknown_formats`)",
     ),
     Keyword(
         "minimum",
@@ -135,10 +136,16 @@ KEYWORDS: tuple[Keyword, ...] = (
     Keyword(
         "unevaluatedProperties",
         "enforced",
-        "as `additionalProperties` when the same schema decides it",
-        "refused next to `$ref`, `allOf`, `anyOf`, `oneOf`, `not`, `if`, `dependentSchemas`",
+        "keys no `properties`, `patternProperties` or `additionalProperties` in place evaluated",
+        "annotations of `$ref`/`allOf` exact; of `anyOf`/`oneOf`/`if`/`dependentSchemas` from the branch "
+        "taken only (narrower where branches overlap; then its complement is refused)",
     ),
-    Keyword("unevaluatedItems", "enforced", "as `items` when the same schema decides it", "as above, and `contains`"),
+    Keyword(
+        "unevaluatedItems",
+        "enforced",
+        "items after those `prefixItems`/`items` in place evaluated",
+        "as `unevaluatedProperties`; items matched by `contains` count as unevaluated (narrower)",
+    ),
     Keyword("$dynamicRef", "refused", "dynamic scoping", ""),
     Keyword("$recursiveRef", "refused", "dynamic scoping (2019-09)", ""),
     *(
@@ -219,7 +226,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_whitespace", "20", "longest whitespace run in flexible mode"),
     Option("max_nesting", "32", "deepest nesting of arrays and objects inside a free-form value (`{}`, `true`)"),
     Option("draft", "None", 'draft when `$schema` does not say: "4", "6", "7", "2019-09" or "2020-12" (default)'),
-    Option("unsupported_formats", '"error"', '`"ignore"`: treat unknown `format` values as annotations'),
+    Option(
+        "unsupported_formats",
+        '"error"',
+        '`"ignore"`: treat the formats JSON Schema defines but banister cannot enforce (`idn-email`, `iri`, '
+        '`uri-template`, `regex`...) as annotations',
+    ),
+    Option(
+        "unknown_formats",
+        '"ignore"',
+        "format names JSON Schema does not define (`semver`, `path`...) are annotations, as validators treat "
+        'them; `"error"` refuses them',
+    ),
     Option("settings", "SchemaSettings()", "limits, below"),
 )
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from banister.errors import BanisterError, LimitError, RegexError, SchemaError
 from banister.grammar import json_automata
-from banister.grammar.json_formats import FORMATS, format_regex
+from banister.grammar.json_formats import FORMATS, OPENAPI_NUMBER_FORMATS, SPEC_FORMATS, format_regex
 from banister.grammar.json_keywords import FOREIGN, REFUSED
 from banister.grammar.json_resolve import Document, Location, escape_token
 from banister.regex import compile_regex, parse_regex
@@ -186,6 +186,9 @@ class ArrTerm:
     unique: str | None = None
     values: tuple[str, ...] | None = None
     excluded: tuple[str, ...] = ()
+    evaluated: int | None = field(default=0, compare=False)
+    """Annotation for ``unevaluatedItems``: the leading items evaluated whenever the term holds (None:
+    all). An under-approximation (``contains`` is not counted), so using it only narrows."""
 
 
 # Key sets for object rules: ("pattern", p) keys matching p; ("other", names, patterns) keys in neither;
@@ -205,9 +208,18 @@ class ObjTerm:
     excluded: tuple[str, ...] = ()
     exists: tuple[tuple[KeySet, Node, str], ...] = ()
     """Some key in the set has a value valid under the node (the complement of a rule)."""
+    evaluated: tuple[frozenset[str], frozenset[str]] | None = field(
+        default=(frozenset(), frozenset()), compare=False
+    )
+    """Annotation for ``unevaluatedProperties``: (names, patterns) of the keys evaluated whenever the
+    term holds (None: every key). An under-approximation: it only comes from schemas that must hold
+    (own keywords, ``$ref``, ``allOf``, the branch of ``anyOf``/``oneOf``/``if`` this shape stands for),
+    never from ``not``."""
 
 
 _TERM_TYPES = {"number": NumTerm, "string": StrTerm, "array": ArrTerm, "object": ObjTerm}
+_DEFAULT_TERMS = {kind: cls() for kind, cls in _TERM_TYPES.items()}
+"""One shared unconstrained term per type (terms are immutable), so most checks are by identity."""
 
 
 @dataclass(frozen=True)
@@ -216,10 +228,13 @@ class Shape:
 
     types: frozenset[str]
     boolean: frozenset[bool] = frozenset({True, False})
-    number: NumTerm = field(default_factory=NumTerm)
-    string: StrTerm = field(default_factory=StrTerm)
-    array: ArrTerm = field(default_factory=ArrTerm)
-    object: ObjTerm = field(default_factory=ObjTerm)
+    number: NumTerm = field(default_factory=lambda: _DEFAULT_TERMS["number"])  # type: ignore[assignment]
+    string: StrTerm = field(default_factory=lambda: _DEFAULT_TERMS["string"])  # type: ignore[assignment]
+    array: ArrTerm = field(default_factory=lambda: _DEFAULT_TERMS["array"])  # type: ignore[assignment]
+    object: ObjTerm = field(default_factory=lambda: _DEFAULT_TERMS["object"])  # type: ignore[assignment]
+    narrowed: str | None = field(default=None, compare=False)
+    """Pointer of an ``unevaluated*`` keyword applied with under-approximated annotations: the shape may
+    be narrower than the schema, so it has no complement here."""
 
     def free(self, kind: str) -> bool:
         """Whether values of type ``kind`` are unconstrained here."""
@@ -227,7 +242,8 @@ class Shape:
             return True
         if kind == "boolean":
             return len(self.boolean) == 2
-        return getattr(self, kind) == _TERM_TYPES[kind]()
+        term, default = getattr(self, kind), _DEFAULT_TERMS[kind]
+        return term is default or term == default
 
     def only(self, kinds: Iterable[str]) -> Shape:
         return replace(self, types=self.types & frozenset(kinds))
@@ -348,6 +364,7 @@ def merge_arr(a: ArrTerm, b: ArrTerm) -> ArrTerm:
         a.unique or b.unique,
         _meet_values(a.values, b.values),
         a.excluded + b.excluded,
+        None if a.evaluated is None or b.evaluated is None else max(a.evaluated, b.evaluated),
     )
 
 
@@ -363,6 +380,9 @@ def merge_obj(a: ObjTerm, b: ObjTerm) -> ObjTerm:
         _meet_values(a.values, b.values),
         a.excluded + b.excluded,
         _uniq(a.exists + b.exists),
+        None
+        if a.evaluated is None or b.evaluated is None
+        else (a.evaluated[0] | b.evaluated[0], a.evaluated[1] | b.evaluated[1]),
     )
 
 
@@ -375,6 +395,7 @@ def merge(a: Shape, b: Shape) -> Shape:
         merge_str(a.string, b.string),
         merge_arr(a.array, b.array),
         merge_obj(a.object, b.object),
+        a.narrowed or b.narrowed,
     )
 
 
@@ -418,6 +439,7 @@ def _union_disjoint(a: Shape, b: Shape) -> Shape:
         pick["string"].string if "string" in pick else StrTerm(),
         pick["array"].array if "array" in pick else ArrTerm(),
         pick["object"].object if "object" in pick else ObjTerm(),
+        a.narrowed or b.narrowed,
     )
 
 
@@ -428,6 +450,7 @@ def _union_disjoint(a: Shape, b: Shape) -> Shape:
 class LogicOptions:
     strict: bool
     unsupported_formats: str
+    unknown_formats: str
     max_alternatives: int
     max_depth: int
     deadline: float
@@ -444,7 +467,8 @@ class Logic:
         self._dnf: dict[Node, DNF] = {}
         self._depth = 0
         self._probing = 0
-        self._pruned: dict[Shape, Shape] = {}
+        self._pruned: dict[tuple[Shape, int], frozenset[str]] = {}
+        self._empty: dict[tuple[Node, int], bool] = {}
         self._ranks: dict[Node, dict[str, int]] = {}
 
     # -- public entry points
@@ -495,9 +519,9 @@ class Logic:
             return []
         if time.monotonic() > self.opts.deadline:
             raise LimitError("compiling the schema took too long", setting="time_limit_s")
-        if len(a) == 1 and a[0] == ANY:
+        if len(a) == 1 and _plain_any(a[0]):
             return b
-        if len(b) == 1 and b[0] == ANY:
+        if len(b) == 1 and _plain_any(b[0]):
             return a
         if len(a) * len(b) > self.opts.max_alternatives * 4:
             raise LimitError(f"intersecting {len(a)} by {len(b)} alternatives at #{where}", setting="max_alternatives")
@@ -572,17 +596,60 @@ class Logic:
             for name, sub in value.items():
                 if isinstance(sub, (dict, bool)):
                     absent = Shape(frozenset({"object"}), object=ObjTerm(props=((name, FALSE),)))
+                    present = Shape(frozenset({"object"}), object=ObjTerm(required=frozenset({name})))
                     others = Shape(ALL_TYPES - {"object"})
-                    sub_dnf = self.expand(f"{p}/{key}/{escape_token(name)}")
+                    # "present and sub" rather than "sub": the same set, and the sub-schema's
+                    # annotations (for unevaluated*) only count where it applies.
+                    sub_dnf = self.conj([present], self.expand(f"{p}/{key}/{escape_token(name)}"), p)
                     result = self.conj(result, self.disj([others, absent], sub_dnf), p)
                 elif key == "dependentSchemas":
                     raise SchemaError("dependentSchemas values must be schemas", f"{p}/{key}", key)
-        for key in ("unevaluatedProperties", "unevaluatedItems"):
-            if key in schema and schema[key] is not True and _has_applicators(schema, key):
-                raise SchemaError(
-                    f"{key} next to in-place applicators ($ref, allOf, anyOf, ...) is not supported", p, key
-                )
+        if _has_applicators(schema, "unevaluatedProperties") or _has_applicators(schema, "unevaluatedItems"):
+            result = self._unevaluated(loc, result)
         return [s for s in result if s.types]
+
+    def _unevaluated(self, loc: Location, result: DNF) -> DNF:
+        """``unevaluatedProperties`` / ``unevaluatedItems`` next to in-place applicators: per shape, the
+        keys (items) its own annotations don't cover must be valid under the schema. The annotations are
+        an under-approximation (see :attr:`ObjTerm.evaluated`), so this is exact or narrower; where they
+        may miss some (branches), the shape is marked narrowed and has no complement."""
+        schema, p = loc.schema, loc.pointer
+        branching = self._branching(loc, set())
+        out = []
+        for shape in result:
+            for key, kind in (("unevaluatedProperties", "object"), ("unevaluatedItems", "array")):
+                if not _has_applicators(schema, key):
+                    continue
+                self._check_schema(schema[key], f"{p}/{key}", key)
+                node = FALSE if schema[key] is False else loc_node(f"{p}/{key}")
+                term = getattr(shape, kind)
+                if kind not in shape.types or term.evaluated is None:
+                    continue
+                if kind == "object":
+                    keys = ("other", tuple(sorted(term.evaluated[0])), tuple(sorted(term.evaluated[1])))
+                    term = replace(term, rules=_uniq((*term.rules, (keys, node, f"{p}/{key}"))), evaluated=None)
+                else:
+                    term = replace(term, rest=_uniq((*term.rest, (term.evaluated, node))), evaluated=None)
+                shape = replace(shape, **{kind: term})
+                if branching:
+                    shape = replace(shape, narrowed=shape.narrowed or f"{p}/{key}")
+            out.append(shape)
+        return compact(self.prune(s) for s in out)
+
+    def _branching(self, loc: Location, seen: set[str]) -> bool:
+        """Whether annotations in the in-place closure (``$ref``, ``allOf``) may depend on which
+        branch validates (``anyOf``, ``oneOf``, ``if``, ``dependentSchemas``, ``contains``): then the
+        per-shape annotations may miss some, and the result is narrowed."""
+        if loc.pointer in seen or not isinstance(loc.schema, dict):
+            return False
+        seen.add(loc.pointer)
+        s = loc.schema
+        if {"anyOf", "oneOf", "if", "dependentSchemas", "dependencies", "contains"} & s.keys():
+            return True
+        if isinstance(s.get("$ref"), str) and self._branching(self._ref(loc, "$ref"), seen):
+            return True
+        subs = s.get("allOf") if isinstance(s.get("allOf"), list) else []
+        return any(self._branching(self.doc.location(f"{loc.pointer}/allOf/{i}"), seen) for i in range(len(subs)))
 
     def _ref(self, loc: Location, key: str) -> Location:
         ref = loc.schema[key]
@@ -642,10 +709,12 @@ class Logic:
             neg = self.negate(cond, f"{p}/if")
         except SchemaError as err:
             raise SchemaError(f"if has no complement here ({err})", p, "if") from err
+        # "(if and then) or not if" rather than "not if or then" (the same set): the annotations of
+        # `if` (for unevaluated*) only count where it holds.
         if "else" not in schema:
-            return self.disj(neg, then)
+            return self.disj(neg, self.conj(cond, then, p))
         if "then" not in schema:
-            return self.disj(cond, other)
+            return self.disj(cond, self.conj(neg, other, p))
         return self.disj(self.conj(cond, then, p), self.conj(neg, other, p))
 
     # -- the schema object's own keywords
@@ -750,11 +819,16 @@ class Logic:
             known = FORMATS.get(fmt)
             if known is not None and known.regex is not None:
                 term = replace(term, formats=((fmt, f"{p}/format"),))
-            elif known is None and fmt not in ("float", "double") and self.opts.unsupported_formats == "error":
+            elif known is None and fmt in SPEC_FORMATS and self.opts.unsupported_formats == "error":
                 raise SchemaError(
                     f"format {fmt!r} is not supported (pass unsupported_formats='ignore' to treat it as an annotation)",
                     f"{p}/format",
                     "format",
+                )
+            elif known is None and fmt not in SPEC_FORMATS | OPENAPI_NUMBER_FORMATS \
+                    and self.opts.unknown_formats == "error":
+                raise SchemaError(
+                    f"format {fmt!r} is not defined by JSON Schema (unknown_formats='error')", f"{p}/format", "format"
                 )
         return term
 
@@ -779,9 +853,16 @@ class Logic:
         elif items is not None:
             self._check_schema(items, f"{p}/items", "items")
             rest.append((prefix, loc_node(f"{p}/items")))
-        elif "unevaluatedItems" in s and s["unevaluatedItems"] is not True:
+        if (
+            "unevaluatedItems" in s
+            and not (items is not None and not isinstance(items, list))
+            and not ("additionalItems" in s and isinstance(items, list))
+            and not _has_applicators(s, "unevaluatedItems")
+        ):
             self._check_schema(s["unevaluatedItems"], f"{p}/unevaluatedItems", "unevaluatedItems")
-            rest.append((prefix, loc_node(f"{p}/unevaluatedItems")))
+            if s["unevaluatedItems"] is not True:
+                start = max(prefix, len(items) if isinstance(items, list) else 0)
+                rest.append((start, loc_node(f"{p}/unevaluatedItems")))
         if "contains" in s:
             self._check_schema(s["contains"], f"{p}/contains", "contains")
             low = _count(s, "minContains", p, 1)
@@ -791,7 +872,12 @@ class Logic:
             term = replace(term, unique=f"{p}/uniqueItems")
         elif "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
             raise SchemaError("uniqueItems must be a boolean", p, "uniqueItems")
-        return replace(term, at=tuple(at), rest=tuple(rest))
+        evaluated: int | None = max(prefix, len(items) if isinstance(items, list) else 0)
+        if (items is not None and not isinstance(items, list)) or "additionalItems" in s and isinstance(items, list):
+            evaluated = None
+        elif "unevaluatedItems" in s and not _has_applicators(s, "unevaluatedItems"):
+            evaluated = None  # own unevaluatedItems: every item is evaluated here
+        return replace(term, at=tuple(at), rest=tuple(rest), evaluated=evaluated)
 
     def _object_term(self, loc: Location) -> ObjTerm:
         s, p = loc.schema, loc.pointer
@@ -822,8 +908,9 @@ class Logic:
             "properties" in s or "patternProperties" in s or "required" in s or _declares_object(s.get("type"))
         )
         key = "additionalProperties"
-        if key not in s and "unevaluatedProperties" in s:
+        if key not in s and "unevaluatedProperties" in s and not _has_applicators(s, "unevaluatedProperties"):
             key = "unevaluatedProperties"
+        every_key = key in s or closed
         if key in s or closed:
             extra = s.get(key, False)
             self._check_schema(extra, f"{p}/{key}", key)
@@ -859,11 +946,20 @@ class Logic:
             min_props=_count(s, "minProperties", p),
             max_props=_count(s, "maxProperties", p, None),
             deps=tuple(deps),
+            evaluated=None if every_key else (frozenset(names), frozenset(patterns)),
         )
 
     # -- complements
 
     def _negate_shape(self, shape: Shape, where: str) -> DNF:
+        if shape.narrowed:
+            key = shape.narrowed.rsplit("/", 1)[-1]
+            raise SchemaError(
+                f"the complement of {key} whose annotations come from anyOf, oneOf, if, dependentSchemas or "
+                "contains can't be enforced",
+                shape.narrowed,
+                key,
+            )
         out: DNF = []
         others = ALL_TYPES - shape.types
         if others:
@@ -981,12 +1077,13 @@ class Logic:
 
     def prune(self, shape: Shape) -> Shape:
         """``shape`` without the types whose terms are provably empty."""
-        found = self._pruned.get(shape)
-        if found is None:
-            found = self._prune(shape)
-            if not self._probing:
-                self._pruned[shape] = found
-        return found
+        # Cached by shape and probing depth (a deeper probe proves less); the cache keeps the types only,
+        # as equal shapes may differ in annotations (``evaluated``, ``narrowed``).
+        key = (shape, self._probing)
+        kinds = self._pruned.get(key)
+        if kinds is None:
+            kinds = self._pruned[key] = self._prune(shape).types
+        return shape if kinds == shape.types else shape.only(kinds)
 
     def _prune(self, shape: Shape) -> Shape:
         kinds = set(shape.types)
@@ -1008,13 +1105,21 @@ class Logic:
             return True
         if self._probing >= 2:
             return False
+        # Cached: True is a proof wherever it was found; False (also from a cycle being expanded at the
+        # time) only prunes less.
+        key = (node, self._probing)
+        found = self._empty.get(key)
+        if found is not None:
+            return found
         self._probing += 1
         try:
-            return not [s for s in self.dnf(node) if self.prune(s).types]
+            found = not [s for s in self.dnf(node) if self.prune(s).types]
         except (_Reentry, BanisterError):
-            return False
+            found = False
         finally:
             self._probing -= 1
+        self._empty[key] = found
+        return found
 
     @staticmethod
     def _str_empty(t: StrTerm) -> bool:
@@ -1233,11 +1338,21 @@ def _num_empty(t: NumTerm) -> bool:
     return False
 
 
+def _plain_any(shape: Shape) -> bool:
+    """``ANY`` without annotations (a shortcut in ``conj`` would drop them)."""
+    return shape == ANY and shape.object.evaluated == ANY.object.evaluated and shape.array.evaluated == 0
+
+
 def _has_applicators(schema: dict, key: str) -> bool:
-    """Whether ``unevaluated*`` depends on more than the schema's own keywords (then it is refused)."""
-    covered = "additionalProperties" if key == "unevaluatedProperties" else "items"
-    if covered in schema or (
-        key == "unevaluatedItems" and "additionalItems" in schema and isinstance(schema.get("items"), list)
+    """Whether ``unevaluated*`` is present, constrains something, and depends on more than the
+    schema's own keywords (then it is applied per shape by ``Logic._unevaluated``)."""
+    if schema.get(key, True) is True:
+        return False
+    items = schema.get("items")
+    if key == "unevaluatedProperties" and "additionalProperties" in schema:
+        return False
+    if key == "unevaluatedItems" and (
+        (items is not None and not isinstance(items, list)) or ("additionalItems" in schema and isinstance(items, list))
     ):
         return False
     applicators = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies"}
@@ -1288,6 +1403,7 @@ def text_keys(texts: Iterable[str]) -> set:
     return {canon(json.loads(t)) for t in texts}
 
 
+@lru_cache(maxsize=4096)
 def string_dfa(term: StrTerm, *, max_states: int, minimal: bool = True) -> json_automata.CharDFA:
     """The DFA (trimmed; ``minimal`` also minimised) of the strings a term admits."""
     parts: list[json_automata.CharDFA] = []

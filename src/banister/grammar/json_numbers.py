@@ -6,6 +6,12 @@ below, equal to or above the bound's), tracks the remainder of ``|x| * 10^s`` mo
 ``multipleOf`` ``c / 10^s`` (a JSON number is a finite decimal, so every ``multipleOf`` has this form),
 and whether a non-zero fraction digit was seen. Exponent notation is not read here: a bounded number or a
 ``multipleOf`` is accepted only in plain decimal notation (documented narrowing).
+
+A text with a fraction part is read as a double by most parsers (Python's ``json`` included), so where
+that reading would change the answer the automaton also counts digits: with no upper bound on ``|x|``,
+integer-ness and ``multipleOf`` allow a fraction only after at most ``MAX_FRACTION_INT_DIGITS`` integer
+digits (else the double may be ``inf``); where 0 is not allowed, ``0.`` is followed by at most
+``MAX_FRACTION_ZEROS`` zeros before a non-zero digit (else the double is 0).
 """
 
 from __future__ import annotations
@@ -16,7 +22,14 @@ from fractions import Fraction
 
 from banister.errors import LimitError
 from banister.grammar.json_automata import CharDFA, minimize
-from banister.grammar.json_text import decimal_text
+from banister.grammar.json_text import (
+    MAX_EXPONENT,
+    MAX_FRACTION_INT_DIGITS,
+    MAX_FRACTION_ZEROS,
+    MAX_NEGATIVE_EXPONENT,
+    decimal_text,
+    digit_range_regex,
+)
 
 
 @dataclass(frozen=True)
@@ -54,11 +67,54 @@ def magnitude_dfa(
     nonint: bool,
     fraction: str | None,
     max_states: int,
+    max_int_digits: int | None = None,
+    max_zeros: int | None = None,
 ) -> CharDFA:
     """The DFA of unsigned decimal texts ``(0|[1-9][0-9]*)(\\.[0-9]+)?`` whose value ``y`` meets every
     bound, is (``True``) or is not (``False``) a multiple of ``c / 10^s`` for each ``(c, s, flag)`` in
     ``moduli``, has no non-zero fraction digit (``integer``) or has one (``nonint``), and is written
-    without (``fraction="forbid"``) or with (``"require"``) a fraction part."""
+    without (``fraction="forbid"``) or with (``"require"``) a fraction part. ``max_int_digits``: a
+    fraction part only after at most that many integer digits; ``max_zeros``: at most that many zeros
+    between ``0.`` and the first non-zero digit."""
+    base = _magnitude_dfa(bounds, moduli, integer=integer, nonint=nonint, fraction=fraction)
+    if max_int_digits is None and max_zeros is None:
+        return _explore(base[0], base[1], base[2], "0123456789.", max_states)
+    start, step, accepting = base
+
+    # Extra counter: integer digits (phase "i"), or the run of zeros after "0." (phases "d"/"f" after
+    # "z"); -1 once it no longer matters.
+    def step2(state: tuple, ch: str) -> tuple | None:
+        inner, count = state
+        phase = inner[0]
+        nxt = step(inner, ch)
+        if nxt is None:
+            return None
+        if ch == ".":
+            if phase == "i":
+                if max_int_digits is not None and count > max_int_digits:
+                    return None
+                return (nxt, -1)
+            return (nxt, 0 if max_zeros is not None else -1)
+        if nxt[0] == "i":
+            return (nxt, min(count + 1, max_int_digits + 1) if max_int_digits is not None else -1)
+        if nxt[0] == "f" and count >= 0:
+            if ch != "0":
+                return None if max_zeros is not None and count > max_zeros else (nxt, -1)
+            return (nxt, min(count + 1, max_zeros + 1) if max_zeros is not None else -1)
+        return (nxt, count if nxt[0] == "z" else -1)
+
+    return _explore((start, 0), step2, lambda st: accepting(st[0]), "0123456789.", max_states)
+
+
+def _magnitude_dfa(
+    bounds: list[Bound],
+    moduli: list[tuple[int, int, bool]],
+    *,
+    integer: bool,
+    nonint: bool,
+    fraction: str | None,
+) -> tuple[tuple, Callable[[tuple, str], tuple | None], Callable[[tuple], bool]]:
+    """Start state, step and acceptance of :func:`magnitude_dfa` without the digit counters."""
     digits = [_digits(b.value) for b in bounds]
 
     # State: (phase, per-bound comparator, per-modulus (remainder, fraction digits, nonzero beyond s),
@@ -121,7 +177,7 @@ def magnitude_dfa(
                 return False
         return not (integer and seen) and not (nonint and not seen)
 
-    def step(state: tuple, ch: str) -> tuple | None:
+    def raw_step(state: tuple, ch: str) -> tuple | None:
         phase, cmps, mods, seen = state
         if ch == ".":
             return ("d", end_int(cmps), mods, seen) if phase in ("z", "i") and fraction != "forbid" else None
@@ -134,7 +190,24 @@ def magnitude_dfa(
             return frac_digit(state, d)
         return None
 
-    return _explore(start(), step, accepting, "0123456789.", max_states)
+    def dead(state: tuple) -> bool:
+        """Already past an upper bound (or, in the fraction, below a lower one) for good."""
+        phase, cmps = state[0], state[1]
+        for bound, (whole, _frac), cmp in zip(bounds, digits, cmps):
+            if phase in ("z", "i"):
+                k, rel = cmp
+                past = k > len(whole) or (k == len(whole) and rel == _GREATER)
+                if bound.side == "hi" and past:
+                    return True
+            elif bound.side == "hi" and cmp[0] == _GREATER or bound.side == "lo" and cmp[0] == _LESS:
+                return True
+        return False
+
+    def step(state: tuple, ch: str) -> tuple | None:
+        nxt = raw_step(state, ch)
+        return None if nxt is None or dead(nxt) else nxt
+
+    return start(), step, accepting
 
 
 def _explore(
@@ -209,7 +282,20 @@ def number_dfa(
     moduli = [(*_modulus(m), True) for m in mult] + [(*_modulus(m), False) for m in nonmult]
     parts = []
     for negative, bounds in signed_parts(lo, lo_x, hi, hi_x, excluded):
-        dfa = magnitude_dfa(bounds, moduli, integer=integer, nonint=nonint, fraction=fraction, max_states=max_states)
+        open_above = not any(b.side == "hi" for b in bounds)
+        overflow = open_above and fraction != "forbid" and (integer or any(flag for _c, _s, flag in moduli))
+        zero_excluded = any(b.value == 0 and (b.side == "ne" or b.exclusive) for b in bounds)
+        underflow = fraction != "forbid" and (zero_excluded or nonint or any(not f for _c, _s, f in moduli))
+        dfa = magnitude_dfa(
+            bounds,
+            moduli,
+            integer=integer,
+            nonint=nonint,
+            fraction=fraction,
+            max_states=max_states,
+            max_int_digits=MAX_FRACTION_INT_DIGITS if overflow else None,
+            max_zeros=MAX_FRACTION_ZEROS if underflow else None,
+        )
         parts.append((negative, dfa))
     # Join: state 0 reads an optional '-' then continues as the matching magnitude DFA.
     edges: list[list[tuple[int, int, int]]] = [[]]
@@ -233,26 +319,15 @@ def _modulus(m: Fraction) -> tuple[int, int]:
     return int(whole + frac), len(frac)
 
 
-def _at_least(p: int) -> str:
-    """Digit strings (leading zeros allowed) whose value is at least ``p``."""
-    if p == 0:
-        return "[0-9]+"
-    digits = str(p)
-    alts = [f"[1-9][0-9]{{{len(digits)},}}", digits]
-    for i, d in enumerate(digits):
-        if d != "9":
-            rest = len(digits) - i - 1
-            alts.append(digits[:i] + (f"[{int(d) + 1}-9]" if d != "8" else "9") + ("[0-9]" * rest))
-    return "0*(?:" + "|".join(alts) + ")"
-
-
 def exponent_forms(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, *, integer: bool) -> str | None:
     """Exponent-notation numbers (``[1-9](.d+)?e±E``, as ``json.dumps`` writes large and small floats)
     whose magnitude alone puts them in range: a subset of the valid ones, exact where it accepts.
 
     Large ones (``1e+16``) when there is no bound on their side, small ones (``5e-07``) when 0 is
     within or at the edge of the range; integers only large, with at most as many mantissa fraction
-    digits as the exponent's least value.
+    digits as the exponent's least value. A double parser reads neither ``inf`` for an integer (its
+    exponent is at most ``MAX_EXPONENT``, 307) nor 0 where 0 is excluded (a negative exponent is at
+    most ``MAX_NEGATIVE_EXPONENT``, 323, there); elsewhere ``inf`` and 0 are in range too.
     """
 
     def above(p: int, limit: Fraction | None, exclusive: bool) -> int:
@@ -265,16 +340,22 @@ def exponent_forms(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: b
         if open_side is not None:
             continue
         p = above(0, bound, bx)
+        if integer and p > MAX_EXPONENT:
+            continue
         fraction = (r"(?:\.[0-9]{1," + str(p) + "})?" if p else "") if integer else r"(?:\.[0-9]+)?"
         mantissa = "[1-9]" + fraction
-        alts.append(sign + mantissa + r"[eE]\+?" + _at_least(p))
+        alts.append(sign + mantissa + r"[eE]\+?" + digit_range_regex(p, MAX_EXPONENT if integer else None))
     if not integer:
-        for sign, near, far in (("", lo, hi), ("-", None if hi is None else -hi, None if lo is None else -lo)):
+        sides = (("", lo, lo_x, hi), ("-", None if hi is None else -hi, hi_x, None if lo is None else -lo))
+        for sign, near, near_x, far in sides:
             # |x| < 10^(1-q) and x on this side of 0: valid when 0 is in or at the edge of the range.
             if (near is not None and near > 0) or (far is not None and far <= 0):
                 continue
             q = 1
             while far is not None and Fraction(10) ** (1 - q) > far:
                 q += 1
-            alts.append(sign + r"[1-9](?:\.[0-9]+)?[eE]-" + _at_least(q))
+            # 0 excluded: a magnitude a double reads as 0 would break the bound.
+            top = MAX_NEGATIVE_EXPONENT if near == 0 and near_x else None
+            if top is None or q <= top:
+                alts.append(sign + r"[1-9](?:\.[0-9]+)?[eE]-" + digit_range_regex(q, top))
     return "|".join(alts) if alts else None

@@ -9,6 +9,7 @@ elimination. Any other cycle is real recursion (a recursive schema) and has no r
 from __future__ import annotations
 
 from banister.errors import LimitError, SchemaError
+from banister.grammar.ebnf_lower import strongly_connected
 from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol
 from banister.grammar.json_automata import EPS, Rx, alt, cat, star
 
@@ -120,48 +121,6 @@ def _solve_cycle(
 
 
 def _components(grammar: Grammar) -> list[list[str]]:
-    """Strongly connected components, dependencies first (iterative Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    out: list[list[str]] = []
-    counter = 0
-    for root in grammar.rules:
-        if root in index:
-            continue
-        work = [(root, iter([s.name for a in grammar.rules[root] for s in a if isinstance(s, Ref)]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            advanced = False
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter([s.name for a in grammar.rules[child] for s in a if isinstance(s, Ref)])))
-                    advanced = True
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                out.append(component)
-    return out
+    """Strongly connected components, dependencies first."""
+    graph = {name: [s.name for alt in alts for s in alt if isinstance(s, Ref)] for name, alts in grammar.rules.items()}
+    return strongly_connected(graph)

@@ -55,6 +55,7 @@ def json_schema_to_grammar(
     max_nesting: int = 32,
     draft: str | None = None,
     unsupported_formats: Literal["error", "ignore"] = "error",
+    unknown_formats: Literal["error", "ignore"] = "ignore",
     settings: SchemaSettings | None = None,
 ) -> Grammar:
     """The grammar of the JSON texts valid under ``schema`` (a dict, a boolean, or JSON text).
@@ -64,10 +65,12 @@ def json_schema_to_grammar(
     ``"any"``; ``whitespace`` is ``"flexible"`` (runs of at most ``max_whitespace``), ``"compact"`` or
     ``"pretty"`` (``json.dumps``' default separators); ``max_nesting`` caps the depth of free-form
     values; ``draft`` applies when ``$schema`` does not say (default 2020-12); ``unsupported_formats``
-    ``"ignore"`` treats unknown formats as annotations. Raises SchemaError or LimitError.
+    ``"ignore"`` treats the formats the specification defines but banister cannot enforce as
+    annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
+    names the specification does not define. Raises SchemaError or LimitError.
     """
     settings = settings or SchemaSettings()
-    _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats)
+    _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats, unknown_formats)
     root = _load(schema)
     deadline = time.monotonic() + settings.time_limit_s
     document = Document(root, draft or "2020-12")
@@ -76,6 +79,7 @@ def json_schema_to_grammar(
         LogicOptions(
             strict=strict,
             unsupported_formats=unsupported_formats,
+            unknown_formats=unknown_formats,
             max_alternatives=settings.max_alternatives,
             max_depth=settings.max_depth,
             deadline=deadline,
@@ -127,7 +131,13 @@ def json_schema_to_regex(schema: Mapping[str, Any] | bool | str, **options: Any)
 
 
 def _check_options(
-    key_order: str, whitespace: str, max_whitespace: int, max_nesting: int, draft: str | None, unsupported_formats: str
+    key_order: str,
+    whitespace: str,
+    max_whitespace: int,
+    max_nesting: int,
+    draft: str | None,
+    unsupported_formats: str,
+    unknown_formats: str,
 ) -> None:
     if key_order not in ("schema", "any"):
         raise ValueError(f"key_order must be 'schema' or 'any', not {key_order!r}")
@@ -139,8 +149,9 @@ def _check_options(
         raise ValueError(f"max_nesting must be a non-negative integer, not {max_nesting!r}")
     if draft is not None and draft not in DRAFTS:
         raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, not {draft!r}")
-    if unsupported_formats not in ("error", "ignore"):
-        raise ValueError(f"unsupported_formats must be 'error' or 'ignore', not {unsupported_formats!r}")
+    for name, value in (("unsupported_formats", unsupported_formats), ("unknown_formats", unknown_formats)):
+        if value not in ("error", "ignore"):
+            raise ValueError(f"{name} must be 'error' or 'ignore', not {value!r}")
 
 
 def _load(schema: Any) -> Any:

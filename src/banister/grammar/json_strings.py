@@ -142,14 +142,63 @@ def _length_range(parts: tuple[tuple[bool, Node, bool], ...]) -> tuple[int, int 
     return min(lows), None if None in highs else max(highs)  # type: ignore[type-var]
 
 
+_MAX_LENGTH_VARIANTS = 16
+_MAX_VARIANT_RUN = 64
+"""Longest bounded run kept in a lexeme when the pattern was expanded into variants (a longer one
+makes a lexeme with one automaton state per character; the automaton path splits it instead)."""
+
+
 def _push_length(parts: tuple[tuple[bool, Node, bool], ...], min_len: int, max_len: int | None):
-    """The single anchored alternative with its one counted run re-bounded to the length range; None if
-    the pattern is not of that form, () if the range makes it empty."""
-    if len(parts) != 1 or not (parts[0][0] and parts[0][2]):
+    """The anchored alternatives with their one counted run re-bounded to the length range (short
+    optional pieces such as ``s?`` are first expanded into variants); None if the pattern is not of
+    that form, () if the range makes it empty."""
+    if not all(start and end for start, _, end in parts):
         return None
-    core = parts[0][1]
-    items = list(core.items) if isinstance(core, Concat) else [core]
+    out = []
+    for _, core, _ in parts:
+        variants = _fixed_variants(list(core.items) if isinstance(core, Concat) else [core])
+        if variants is None:
+            return None
+        for items in variants:
+            pushed = _push_one(items, min_len, max_len)
+            if pushed is None:
+                return None
+            if pushed != ():
+                if len(variants) > 1 and any(
+                    isinstance(i, Repeat) and i.max is not None and i.max > _MAX_VARIANT_RUN for i in pushed.items
+                ):
+                    return None
+                out.append((True, pushed, True))
+    return tuple(out)
+
+
+def _fixed_variants(items: list[Node]) -> list[list[Node]] | None:
+    """``items`` with every short bounded variable piece (at most 4 counts) but one main run (the
+    unbounded one, else the last) fixed to one count per variant (at most ``_MAX_LENGTH_VARIANTS``)."""
     variable = [i for i, item in enumerate(items) if _bounds(item)[0] != _bounds(item)[1]]
+    unbounded = [i for i in variable if _bounds(items[i])[1] is None]
+    if len(unbounded) > 1:
+        return None
+    main = unbounded[0] if unbounded else variable[-1] if variable else None
+    variants = [items]
+    for i in variable:
+        item = items[i]
+        if i == main:
+            continue
+        if not (isinstance(item, Repeat) and item.max is not None and item.max - item.min <= 3):
+            return None
+        variants = [[*v[:i], Repeat(item.item, k, k), *v[i + 1 :]] for v in variants for k in range(item.min, item.max + 1)]
+        if len(variants) > _MAX_LENGTH_VARIANTS:
+            return None
+    return variants
+
+
+def _push_one(items: list[Node], min_len: int, max_len: int | None) -> Node | tuple | None:
+    variable = [i for i, item in enumerate(items) if _bounds(item)[0] != _bounds(item)[1]]
+    if not variable:
+        size = sum(_bounds(item)[0] for item in items)
+        fits = min_len <= size and (max_len is None or size <= max_len)
+        return Concat(tuple(items)) if fits else ()
     if len(variable) != 1:
         return None
     run = items[variable[0]]
@@ -160,12 +209,15 @@ def _push_length(parts: tuple[tuple[bool, Node, bool], ...], min_len: int, max_l
     hi = run.max if max_len is None else (max_len - fixed if run.max is None else min(run.max, max_len - fixed))
     if hi is not None and lo > hi:
         return ()
+    items = list(items)
     items[variable[0]] = Repeat(run.item, lo, hi)
-    return ((True, Concat(tuple(items)), True),)
+    return Concat(tuple(items))
 
 
+@lru_cache(maxsize=4096)
 def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_regex_length: int) -> StringPlan | None:
-    """How to emit the strings ``term`` admits; None when it admits none."""
+    """How to emit the strings ``term`` admits; None when it admits none. Memoised across schemas
+    (terms and plans are immutable): formats and patterns recur."""
     if term.values is not None:
         kept = sorted(v for v in term.values if term.admits(v))
         if len(kept) > max_enum_values:

@@ -15,11 +15,16 @@ from fractions import Fraction
 from functools import lru_cache
 
 from banister.errors import LimitError
+from banister.grammar.regex_text import (
+    char_class,
+    escape_char,
+    escape_text,
+    intersect,
+    subtract,
+)
 from banister.regex import charset
 from banister.regex.charset import Ranges
 
-_META = frozenset("\\^$.|?*+()[]{}/-")
-_CLASS_META = frozenset("\\]^-[")
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 _RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
@@ -28,64 +33,65 @@ _MAX_GROUP_NESTING = 90
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 """Any JSON number."""
-INTEGER = r"-?(?:0|[1-9][0-9]*)(?:\.0+)?"
-"""A JSON number with an integer value, without exponent (``1`` and ``1.0`` but not ``1e0``)."""
+MAX_EXPONENT = 307
+"""Largest exponent of an integer in exponent notation (``1e+307``): with a one-digit mantissa the
+magnitude stays below 1e308, so a double parser never reads ``inf`` (which is not an integer)."""
+MAX_NEGATIVE_EXPONENT = 323
+"""Largest negative exponent where 0 is excluded (``exclusiveMinimum: 0``): a mantissa of at least 1
+keeps the magnitude at or above 1e-323, which a double parser does not read as 0."""
+MAX_FRACTION_INT_DIGITS = 16
+"""Most integer digits before a fraction part (``1234567890123456.0``) where integer-ness or
+``multipleOf`` depends on the value and no bound caps it: a text with a fraction or an exponent is read
+as a double, and beyond about 10^308 that is ``inf``. 16 digits keep every integral float
+``json.dumps`` writes in plain notation (up to ``1e16``)."""
+MAX_FRACTION_ZEROS = 20
+"""Most zeros between ``0.`` and the first non-zero digit where a value that reads as 0 in a double
+(below about 2.5e-324) would break the constraint (``exclusiveMinimum: 0``, ``not: {const: 0}``, not
+an integer...). Any bound under 323 is exact; 20 keeps the digit-by-digit automata small (``json.dumps``
+writes values below 1e-4 in exponent form)."""
+INTEGER = (
+    r"-?(?:(?:0|[1-9][0-9]{0," + str(MAX_FRACTION_INT_DIGITS - 1) + r"})(?:\.0+)?|[1-9][0-9]{"
+    + str(MAX_FRACTION_INT_DIGITS) + r",})"
+)
+"""A JSON number with an integer value, without exponent (``1`` and ``1.0`` but not ``1e0``); a zero
+fraction only after at most :data:`MAX_FRACTION_INT_DIGITS` integer digits."""
 _EXP = r"(?:[eE][+-]?[0-9]+)?"
 
 
-def escape_char(cp: int) -> str:
-    """A regex matching exactly the code point ``cp`` (outside a class)."""
-    if 0x20 <= cp < 0x7F:
-        c = chr(cp)
-        return "\\" + c if c in _META else c
-    return f"\\u{{{cp:X}}}"
-
-
-def escape_text(text: str) -> str:
-    """A regex matching exactly ``text``."""
-    return "".join(escape_char(ord(c)) for c in text)
-
-
-def _class_char(cp: int) -> str:
-    if 0x20 <= cp < 0x7F:
-        c = chr(cp)
-        return "\\" + c if c in _CLASS_META else c
-    return f"\\u{{{cp:X}}}"
-
-
-def char_class(ranges: Ranges) -> str:
-    """A regex for one code point of the non-empty set ``ranges``."""
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
-        return escape_char(ranges[0][0])
-    parts = []
-    for lo, hi in ranges:
-        if lo == hi:
-            parts.append(_class_char(lo))
-        elif hi == lo + 1:
-            parts.append(_class_char(lo) + _class_char(hi))
-        else:
-            parts.append(f"{_class_char(lo)}-{_class_char(hi)}")
-    return "[" + "".join(parts) + "]"
-
-
-def intersect(a: Ranges, b: Ranges) -> Ranges:
-    """The code points in both sets."""
-    out = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+def digit_range_regex(low: int, high: int | None) -> str:
+    """A regex for the digit strings, leading zeros allowed, whose value is in ``[low, high]``
+    (``high`` None: no upper end)."""
+    if low < 0 or (high is not None and high < low):
+        raise ValueError(f"empty or negative range [{low}, {high}]")
+    if high is None:
+        if low == 0:
+            return "[0-9]+"
+        width = len(str(low))
+        return "0*(?:" + digit_range_regex(low, 10**width - 1)[5:-1] + f"|[1-9][0-9]{{{width},}})"
+    alts = []
+    for length in range(len(str(low)), len(str(high)) + 1):
+        lo = max(low, 10 ** (length - 1) if length > 1 else 0)
+        hi = min(high, 10**length - 1)
         if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
+            alts.append(_same_length_range(str(lo), str(hi)))
+    return "0*(?:" + "|".join(alts) + ")"
 
 
-def subtract(a: Ranges, b: Ranges) -> Ranges:
-    """The code points of ``a`` not in ``b``."""
-    return intersect(a, charset.negate(b))
+def _same_length_range(lo: str, hi: str) -> str:
+    if lo == hi:
+        return lo
+    if len(lo) == 1:
+        return f"[{lo}-{hi}]"
+    n = len(lo) - 1
+    if lo[0] == hi[0]:
+        return lo[0] + "(?:" + _same_length_range(lo[1:], hi[1:]) + ")"
+    if lo[1:] == "0" * n and hi[1:] == "9" * n:
+        return f"[{lo[0]}-{hi[0]}][0-9]{{{n}}}"
+    alts = [lo[0] + "(?:" + _same_length_range(lo[1:], "9" * n) + ")"]
+    if int(hi[0]) - int(lo[0]) > 1:
+        alts.append(f"[{int(lo[0]) + 1}-{int(hi[0]) - 1}][0-9]{{{n}}}")
+    alts.append(hi[0] + "(?:" + _same_length_range("0" * n, hi[1:]) + ")")
+    return "(?:" + "|".join(alts) + ")"
 
 
 def _hex_digits(values: Iterable[int]) -> str:
@@ -281,14 +287,22 @@ def number_value_regex(value: Fraction, extra_texts: Iterable[str] = (), form: s
 def signed_number_regex(sign: str, strict: bool) -> str:
     """Numbers (any JSON syntax, exponents included) that are >= 0 / > 0 (``sign="+"``) or <= 0 / < 0.
 
-    ``strict`` excludes zero. Negative zero counts as zero.
+    ``strict`` excludes zero. Negative zero counts as zero. When zero is excluded, a non-zero value
+    must not read as 0 in a double: at most :data:`MAX_FRACTION_ZEROS` zeros after ``0.`` and a
+    negative exponent of at most :data:`MAX_NEGATIVE_EXPONENT` after a mantissa of at least 1.
     """
     frac = r"(?:\.[0-9]+)?"
     zero = r"0(?:\.0+)?" + _EXP
-    nonzero = r"(?:[1-9][0-9]*" + frac + r"|0\.[0-9]*[1-9][0-9]*)" + _EXP
-    if sign == "+":
-        return nonzero if strict else f"(?:{nonzero}|-?{zero})"
-    return "-" + nonzero if strict else f"(?:-{nonzero}|-?{zero})"
+    if not strict:
+        nonzero = r"(?:[1-9][0-9]*" + frac + r"|0\.[0-9]*[1-9][0-9]*)" + _EXP
+        return f"(?:{nonzero}|-?{zero})" if sign == "+" else f"(?:-{nonzero}|-?{zero})"
+    up = r"[eE]\+?[0-9]+"
+    down = r"[eE]-" + digit_range_regex(0, MAX_NEGATIVE_EXPONENT)
+    nonzero = (
+        r"(?:[1-9][0-9]*" + frac + f"(?:{up}|{down})?"
+        r"|0\.0{0," + str(MAX_FRACTION_ZEROS) + r"}[1-9][0-9]*" + f"(?:{up})?)"
+    )
+    return nonzero if sign == "+" else "-" + nonzero
 
 
 def json_keys_except(names: Iterable[str]) -> str:
@@ -312,12 +326,9 @@ def json_keys_except(names: Iterable[str]) -> str:
     stack: list[tuple[dict, str]] = [(root, "")]
     while stack:
         node, path = stack.pop()
-        others = charset.negate(charset.normalize((ord(c), ord(c)) for c in node if c))
-        wide = subtract(intersect(others, ((0x80, 0x10FFFF),)), _RAW_FORBIDDEN)
-        tail = escape_tail(others)
-        alts = ([char_class(wide)] if wide else []) + (["\\\\" + tail] if tail is not None else [])
-        if alts:
-            groups.setdefault("(?:" + "|".join(alts) + ")", []).append(path)
+        step = _leave_step(frozenset(c for c in node if c))
+        if step is not None:
+            groups.setdefault(step, []).append(path)
         if "" not in node:
             prefixes.append(path)
         stack.extend((child, path + c) for c, child in node.items() if c)
@@ -329,6 +340,24 @@ def json_keys_except(names: Iterable[str]) -> str:
     if prefixes:
         alts.append(_paths_regex(prefixes))
     return '"(?:' + "|".join(alts) + ')"'
+
+
+@lru_cache(maxsize=4096)
+def _leave_step(children: frozenset[str]) -> str | None:
+    """The non-ASCII or escaped characters that leave a trie node whose branches are ``children``, as
+    one regex unit; None if there are none. (Cached: most nodes have one or two branches.)"""
+    others = charset.negate(charset.normalize((ord(c), ord(c)) for c in children))
+    wide = subtract(intersect(others, ((0x80, 0x10FFFF),)), _RAW_FORBIDDEN)
+    tail = escape_tail(others)
+    alts = ([char_class(wide)] if wide else []) + (["\\\\" + tail] if tail is not None else [])
+    return "(?:" + "|".join(alts) + ")" if alts else None
+
+
+@lru_cache(maxsize=4096)
+def _ascii_leave(children: frozenset[str]) -> str | None:
+    """The raw ASCII characters no branch of a node with branches ``children`` takes, as a class."""
+    raw = subtract(_ASCII_RAW, charset.normalize((ord(c), ord(c)) for c in children))
+    return char_class(raw) if raw else None
 
 
 def _paths_regex(paths: list[str]) -> str:
@@ -353,10 +382,9 @@ def _deviation_regex(node: dict, depth: int) -> str:
     parts = []
     chain = ""
     while True:
-        children = charset.normalize((ord(c), ord(c)) for c in node if c)
-        raw = subtract(_ASCII_RAW, children)
-        if raw:
-            parts.append(chain + char_class(raw))
+        raw = _ascii_leave(frozenset(c for c in node if c))
+        if raw is not None:
+            parts.append(chain + raw)
         branches = [(c, child) for c, child in node.items() if c]
         if len(branches) != 1:
             break
