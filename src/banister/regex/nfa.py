@@ -13,7 +13,7 @@ from functools import lru_cache
 from banister.errors import LimitError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Node, Repeat
 from banister.regex.utf8 import ByteRange, utf8_sequences
 
 Sequence = tuple[ByteRange, ...]
@@ -88,8 +88,61 @@ def _char_set_plan(ranges: Ranges) -> Plan:
     return tuple(nodes)
 
 
+@lru_cache(maxsize=64)
+def _aho_corasick(strings: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...], dict[tuple[str, str], str]]:
+    """(proper prefixes by length, alphabet, moves): ``moves[(p, c)]`` is the longest suffix of
+    ``p + c`` that is a proper prefix or a whole string (absent: the empty prefix)."""
+    prefixes = tuple(sorted({s[:k] for s in strings for k in range(len(s))}, key=lambda p: (len(p), p)))
+    known = set(prefixes) | strings
+    alphabet = tuple(sorted({c for s in strings for c in s}))
+    fail: dict[str, str] = {}
+    moves: dict[tuple[str, str], str] = {}
+    for p in prefixes:  # by length: a failure link is set before any longer prefix needs it
+        if len(p) > 1:
+            fail[p] = moves.get((fail[p[:-1]], p[-1]), "")
+        else:
+            fail[p] = ""
+        for c in alphabet:
+            if p + c in known:
+                moves[(p, c)] = p + c
+            elif p:
+                target = moves.get((fail[p], c), "")
+                if target:
+                    moves[(p, c)] = target
+    return prefixes, alphabet, moves
+
+
+@lru_cache(maxsize=256)
+def _absent_plan(node: Absent) -> tuple[int, tuple[tuple[int, Ranges, int], ...], Ranges]:
+    """The Aho-Corasick automaton of ``node.strings`` over code points, for :meth:`_Builder.absent`.
+
+    States ``0..n-1`` are the proper prefixes of the strings (0: the empty one); a state is the
+    longest suffix of the text read that is such a prefix (exact because no string occurs inside
+    another). Returns ``n``, the edges ``(state, code points, target)`` for characters of the strings'
+    alphabet (target -1: ``stop`` completed; completing another string has no edge), and the
+    alphabet, whose complement leads every state back to state 0.
+    """
+    prefixes, alphabet, moves = _aho_corasick(frozenset(node.strings))
+    index = {p: i for i, p in enumerate(prefixes)}
+    edges = []
+    for p in prefixes:
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for c in alphabet:
+            q = moves.get((p, c), "")
+            if q in index:
+                by_target.setdefault(index[q], []).append((ord(c), ord(c)))
+            elif q == node.stop:
+                by_target.setdefault(-1, []).append((ord(c), ord(c)))
+        edges.extend((index[p], charset.normalize(r), t) for t, r in by_target.items())
+    return len(prefixes), tuple(edges), charset.normalize((ord(c), ord(c)) for c in alphabet)
+
+
 def nfa_size(node: Node) -> int:
     """The number of states :func:`build_nfa` creates for ``node`` (checked before building)."""
+    if isinstance(node, Absent):
+        n, edges, alphabet = _absent_plan(node)
+        plans = sum(len(_char_set_plan(r)) - 1 for source, r, _ in edges for _ in range(1 + (node.nonempty and source == 0)))
+        return n + 1 + node.nonempty + plans + len(_char_set_plan(charset.negate(alphabet))) - 1
     if isinstance(node, CharSet):
         return len(_char_set_plan(node.ranges))
     if isinstance(node, Concat):
@@ -153,7 +206,32 @@ class _Builder:
             state = nfa.add_state()
             (nfa.bol if node.kind == "start" else nfa.eol)[state].append(nxt)
             return state
+        if isinstance(node, Absent):
+            return self.absent(node, nxt)
         return self.repeat(node, nxt)
+
+    def absent(self, node: Absent, nxt: int) -> int:
+        """The Aho-Corasick automaton itself: one NFA state per prefix, and one shared hub reading the
+        characters outside the alphabet (so their UTF-8 byte states are shared by every prefix)."""
+        nfa = self.nfa
+        n, edges, alphabet = _absent_plan(node)
+        states = [nfa.add_state() for _ in range(n)]
+        hub = nfa.add_state()
+        nfa.add_char_set(hub, charset.negate(alphabet), states[0])
+        for source, ranges, target in edges:
+            nfa.add_char_set(states[source], ranges, nxt if target < 0 else states[target])
+        for state in states:
+            nfa.eps[state].append(hub)
+            if node.stop is None:
+                nfa.eps[state].append(nxt)
+        if not node.nonempty:
+            return states[0]
+        entry = nfa.add_state()  # state 0's edges without its empty match
+        nfa.eps[entry].append(hub)
+        for source, ranges, target in edges:
+            if source == 0:
+                nfa.add_char_set(entry, ranges, nxt if target < 0 else states[target])
+        return entry
 
     def repeat(self, node: Repeat, nxt: int) -> int:
         nfa = self.nfa

@@ -45,4 +45,18 @@ class Anchor:
     kind: Literal["start", "end"]
 
 
-Node = CharSet | Concat | Alternate | Repeat | Anchor
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """Text in which none of ``strings`` occurs (banister's ``(?~...)``, after Onigmo's absent operator).
+
+    ``stop`` None: any such text (``nonempty``: but not the empty one). ``stop`` one of ``strings``
+    (``(?~>...)``): text whose first occurrence of any of ``strings`` is ``stop``, at its very end. The
+    strings are non-empty and none occurs inside another (the parser checks).
+    """
+
+    strings: tuple[str, ...]
+    stop: str | None = None
+    nonempty: bool = False
+
+
+Node = CharSet | Concat | Alternate | Repeat | Anchor | Absent

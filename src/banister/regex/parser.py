@@ -13,7 +13,7 @@ import re
 from banister.errors import RegexError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Node, Repeat
 from banister.regex.utf8 import MAX_CODE_POINT, SURROGATE_HI, SURROGATE_LO
 
 _BRACED = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
@@ -25,16 +25,25 @@ _CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 _MAX_GROUP_DEPTH = 100
 
 
-def parse_regex(pattern: str) -> Node:
-    """The AST of ``pattern``; a leading ``(?i)`` makes every letter match both ASCII cases."""
-    return _Parser(pattern).parse()
+def parse_regex(pattern: str, *, extensions: bool = False) -> Node:
+    """The AST of ``pattern``; a leading ``(?i)`` makes every letter match both ASCII cases.
+
+    ``extensions=True`` also reads banister's own construct (never valid ECMA-262, so JSON Schema
+    patterns, parsed without it, refuse it): ``(?~s1|s2)``, the texts in which none of the literal
+    strings ``s1``, ``s2`` occurs; ``(?~+s1|s2)`` the same but not empty; ``(?~>s1|s2)`` the texts
+    whose first occurrence of any of the strings is ``s1``, at the very end. The strings are
+    non-empty literals (escapes allowed; a string starting with ``+`` or ``>`` escapes it) and none
+    may occur inside another.
+    """
+    return _Parser(pattern, extensions=extensions).parse()
 
 
 class _Parser:
     """Recursive descent over the pattern text; ``pos`` is the offset of the next unread character."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, extensions: bool = False) -> None:
         self.text = pattern
+        self.extensions = extensions
         self.pos = 0
         self.ignore_case = False
         self.depth = 0
@@ -144,6 +153,8 @@ class _Parser:
             elif text.startswith(("(?<", "(?P<"), start):
                 self.pos = start + (3 if text[start + 2] == "<" else 4)
                 self.group_name()
+            elif text.startswith("(?~", start) and self.extensions:
+                return self.absent(start)
             elif text.startswith("(?i)", start):
                 raise self.error("the inline flag (?i) is only supported at the very start", start)
             else:
@@ -159,6 +170,33 @@ class _Parser:
             raise self.error("missing ')' for this group", start)
         self.pos += 1
         return body
+
+    def absent(self, start: int) -> Absent:
+        """``(?~...)`` at ``start`` (see :func:`parse_regex`)."""
+        if self.ignore_case:
+            raise self.error("(?~...) is not supported with (?i)", start)
+        self.pos = start + 3
+        mode = self.peek() if self.peek() in ("+", ">") else ""
+        self.pos += len(mode)
+        options: list[Node] = [self.alternative()]
+        while self.peek() == "|":
+            self.pos += 1
+            options.append(self.alternative())
+        if self.peek() != ")":
+            raise self.error("missing ')' for this group", start)
+        self.pos += 1
+        strings: list[str] = []
+        for option in options:
+            items = option.items if isinstance(option, Concat) else (option,)
+            if not items or not all(isinstance(i, CharSet) and len(i.ranges) == 1 and i.ranges[0][0] == i.ranges[0][1]
+                                    for i in items):
+                raise self.error("(?~...) takes non-empty literal strings separated by '|'", start)
+            strings.append("".join(chr(i.ranges[0][0]) for i in items))  # type: ignore[union-attr]
+        for i, u in enumerate(strings):
+            for j, v in enumerate(strings):
+                if i != j and u in v:
+                    raise self.error(f"(?~...): {u!r} occurs inside {v!r}", start)
+        return Absent(tuple(strings), strings[0] if mode == ">" else None, mode == "+")
 
     def group_name(self) -> None:
         start = self.pos
