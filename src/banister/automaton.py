@@ -29,17 +29,21 @@ def walk_tokens(
     start: int,
     roots: np.ndarray,
     out_words: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes, DFA states) it found."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes, DFA states) it found
+    and the indices of the words of ``out_words`` that were zero and now have bits set."""
     trie = vocab.trie
     capacity = 256
+    touched = np.empty(out_words.shape[0], dtype=np.int32)
+    n_touched = np.zeros(1, dtype=np.int64)
     while True:
         nodes = np.empty(capacity, dtype=np.int32)
         states = np.empty(capacity, dtype=np.int32)
         n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip,
-                       trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes, states)
+                       trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes, states,
+                       touched, n_touched)
         if n >= 0:
-            return nodes[:n], states[:n]
+            return nodes[:n], states[:n], touched[: int(n_touched[0])]
         capacity *= 8
 
 

@@ -26,6 +26,8 @@ def token_walk(
     out_words: np.ndarray,
     cross_nodes: np.ndarray,
     cross_states: np.ndarray,
+    touched: np.ndarray,
+    n_touched: np.ndarray,
 ) -> int:
     """Walk the subtrees below ``roots`` from DFA state ``start``; set the bits of tokens kept alive.
 
@@ -35,9 +37,14 @@ def token_walk(
     is a *crossing* (a lexeme may end there and the next one begin): it is written to
     ``cross_nodes``/``cross_states``. Returns the number of crossings, or -1 when the buffers were
     too small (the caller retries with bigger ones).
+
+    Every word of ``out_words`` that goes from zero to non-zero is appended to ``touched`` (room for
+    every word), at ``n_touched[0]``, which is advanced: with an all-zero ``out_words`` the caller
+    learns exactly which words to read back and clear, without scanning them all.
     """
     stack = np.empty(max_depth + 1, dtype=np.int32)
     n_cross = 0
+    nt = n_touched[0]
     capacity = cross_nodes.shape[0]
     for k in range(roots.shape[0]):
         r = roots[k]
@@ -56,12 +63,35 @@ def token_walk(
             stack[d] = s
             for t in range(token_start[i], token_start[i + 1]):
                 tok = token_ids[t]
-                out_words[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                w = tok >> 5
+                if out_words[w] == 0:
+                    touched[nt] = w
+                    nt += 1
+                out_words[w] |= np.uint32(1) << np.uint32(tok & 31)
             if accepting[s] and node_skip[i] > i + 1:
                 if n_cross == capacity:
+                    n_touched[0] = nt
                     return -1
                 cross_nodes[n_cross] = i
                 cross_states[n_cross] = s
                 n_cross += 1
             i += 1
+    n_touched[0] = nt
     return n_cross
+
+
+def warm_up() -> None:
+    """Load (or compile) the kernels now rather than on the first mask of the process.
+
+    The first call of a numba function loads its machine code from numba's cache (a few hundred
+    milliseconds; seconds when it must compile). A server or benchmark calls this once at start-up so
+    that no request's first mask pays it.
+    """
+    transitions = np.zeros((2, 256), dtype=np.int32)
+    accepting = np.zeros(2, dtype=np.bool_)
+    roots = np.array([-1], dtype=np.int32)
+    empty_i32 = np.zeros(0, dtype=np.int32)
+    token_walk(transitions, accepting, 1, roots, np.zeros(0, dtype=np.uint8), empty_i32, empty_i32,
+               np.zeros(1, dtype=np.int32), empty_i32, 0, np.zeros(1, dtype=np.uint32),
+               np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32),
+               np.zeros(1, dtype=np.int64))

@@ -9,14 +9,9 @@ each lexeme the parser expects leads somewhere acceptance is reachable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
-
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref
 
-K = TypeVar("K")
-S = TypeVar("S")
 _DOT_BITS = 20
 _DOT_MASK = (1 << _DOT_BITS) - 1
 
@@ -31,16 +26,7 @@ class EarleyTables:
                  max_symbols: int = 1 << 19) -> None:
         if grammar.size > max_symbols:
             raise LimitError(f"grammar has {grammar.size} symbols, more than {max_symbols}", "max_grammar_symbols")
-        rules = _prune_useless(grammar, empty_lexemes)
-        names = list(rules)
-        self.lexemes: tuple[Lexeme, ...] = tuple(dict.fromkeys(s for alts in rules.values() for alt in alts for s in alt if isinstance(s, Lexeme)))
-        lexeme_id = {lex: i for i, lex in enumerate(self.lexemes)}
-        rule_id = {name: i for i, name in enumerate(names)}
-        start_id = len(names)  # an augmented start: S' -> start
-        rules_int: list[list[tuple[int, ...]]] = []
-        for name in names:
-            rules_int.append([tuple(rule_id[s.name] if isinstance(s, Ref) else -1 - lexeme_id[s] for s in alt) for alt in rules[name]])
-        rules_int.append([(rule_id[grammar.start],)])
+        rules_int, self.lexemes, names = _int_rules(grammar, empty_lexemes)
         # dotted items: next symbol (None = complete), lhs, and the first dotted id of each alternative
         self.next_symbol: list[int | None] = []
         self.lhs: list[int] = []
@@ -55,9 +41,10 @@ class EarleyTables:
             self.alt_starts.append(starts)
         if len(self.next_symbol) > _DOT_MASK:
             raise LimitError(f"grammar has {len(self.next_symbol)} items, more than {_DOT_MASK}", "max_grammar_symbols")
+        start_id = len(names)  # the augmented start S' -> start, last
         self.start_nt = start_id
         self.start_done = self.alt_starts[start_id][0] + 1  # S' -> start .
-        self.nullable = _nullable(rules_int)
+        self.nullable = _least_rules(rules_int, ())
         self.rule_names = names + ["<start>"]
         self._predicts: dict[int, frozenset[int]] = {}
 
@@ -118,7 +105,8 @@ class ParseState:
     one by one, and the predicted ones, shared through a ``_Predicted`` table.
     """
 
-    __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "_scans")
+    __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "_scans",
+                 "mask_memo")
 
     def __init__(self, sets: tuple[ParseState, ...], items: set[int], predicted: _Predicted,
                  accepting: bool, tables: EarleyTables) -> None:
@@ -138,6 +126,7 @@ class ParseState:
         self.expected = predicted.expected.union(by_lexeme) if by_lexeme else predicted.expected
         self.accepting = accepting
         self._scans: dict[frozenset[int], ParseState | None] = {}
+        self.mask_memo: dict | None = None  # the recogniser's memo of masks from this state
 
     def waiting_for(self, nonterminal: int) -> list[int]:
         """Items of this set whose next symbol is ``nonterminal`` (to advance when it completes)."""
@@ -157,25 +146,33 @@ class ParseState:
 class EarleyParser:
     """Builds the initial state and scans lexemes; results are memoised on the states."""
 
-    def __init__(self, tables: EarleyTables) -> None:
+    def __init__(self, tables: EarleyTables, *, max_shared_states: int = 2048) -> None:
         self.tables = tables
         self._predicted: dict[frozenset[int], _Predicted] = {}
         self.initial = self._close((), [], {tables.start_nt})
+        self._max_shared = max_shared_states
+        self._shared = 0
 
     def scan(self, state: ParseState, lexemes: frozenset[int]) -> ParseState | None:
         """The state after one lexeme matched by any of ``lexemes`` (same text), or None if none fits.
 
-        Results are memoised on ``state``, except on the initial state: it lives as long as the compiled
-        grammar, and memoising there would keep every parse of every request alive through the chain
-        of memos. Elsewhere a memo lives exactly as long as a request holds the state.
+        Results are memoised on ``state``. Memoising on the initial state too makes the states a trie
+        of lexeme sequences shared by every request of the grammar: requests whose documents have the
+        same shape (the same lexemes in the same order, whatever their text) share their parse states
+        and everything memoised on them (scans, masks). The trie hangs off the compiled grammar, so it
+        is bounded: after ``max_shared_states`` new states the initial state's memo is dropped and the
+        sharing starts afresh (states that requests still hold stay valid, just no longer shared).
         """
         memo = state._scans
         if lexemes in memo:
             return memo[lexemes]
         kernel = state.scanning(lexemes)
         result = self._close(state.sets + (state,), kernel, set()) if kernel else None
-        if state.index:
-            memo[lexemes] = result
+        memo[lexemes] = result
+        self._shared += 1
+        if self._shared > self._max_shared:
+            self._shared = 0
+            self.initial._scans = {}
         return result
 
     def _close(self, sets: tuple[ParseState, ...], kernel: list[int], predicted: set[int]) -> ParseState:
@@ -203,63 +200,99 @@ class EarleyParser:
             table = self._predicted[key] = _Predicted(frozenset().union(*(t.predicts(nt) for nt in key)), t)
         if sets:
             done = t.start_done
-            accepting = any(it & _DOT_MASK == done and it >> _DOT_BITS == 0 for it in items)
+            accepting = done in items  # S' -> start . with origin 0 (the item's int is its dotted id)
         else:
             accepting = t.start_nt in t.nullable
         return ParseState(sets, items, table, accepting, t)
 
 
-def _derivable(rules: Mapping[K, Sequence[Sequence[S]]], rule_of: Callable[[S], K | None],
-               terminal_ok: Callable[[S], bool]) -> set[K]:
-    """The least set of rules having an alternative whose every symbol is an ok terminal or a rule in
-    the set (nullable rules, productive rules). Linear time: each alternative counts what it still needs."""
-    waiting: dict[K, list[tuple[K, int]]] = {}
-    missing: dict[tuple[K, int], int] = {}
-    queue: list[K] = []
-    for name, alternatives in rules.items():
-        for a, alt in enumerate(alternatives):
-            refs = [rule_of(sym) for sym in alt]
-            if any(r is None and not terminal_ok(sym) for r, sym in zip(refs, alt)):
-                continue
-            needed = [r for r in refs if r is not None]
-            missing[(name, a)] = len(needed)
-            for r in needed:
-                waiting.setdefault(r, []).append((name, a))
-            if not needed:
-                queue.append(name)
-    done: set[K] = set()
-    while queue:
-        name = queue.pop()
-        if name in done:
-            continue
-        done.add(name)
-        for key in waiting.get(name, ()):
-            missing[key] -= 1
-            if missing[key] == 0:
-                queue.append(key[0])
-    return done
-
-
-def _nullable(rules: list[list[tuple[int, ...]]]) -> frozenset[int]:
-    return frozenset(_derivable(dict(enumerate(rules)), lambda s: s if s >= 0 else None, lambda s: False))
-
-
-def _prune_useless(grammar: Grammar, empty_lexemes: frozenset[Lexeme]) -> dict[str, list[tuple]]:
-    """Drop alternatives using rules or lexemes that match no text, then rules the start can't reach."""
-    productive = _derivable(grammar.rules, lambda s: s.name if isinstance(s, Ref) else None,
-                            lambda s: s not in empty_lexemes)
-    if grammar.start not in productive:
+def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
+               ) -> tuple[list[list[tuple[int, ...]]], tuple[Lexeme, ...], list[str]]:
+    """The grammar in integer form, useless symbols removed (alternatives using rules or lexemes that
+    match no text, then rules the start can't reach): ``(rules, lexemes, rule names)``. A rule symbol
+    is its index, lexeme ``j`` is ``-1 - j``; the last rule is the augmented start ``S' -> start``."""
+    all_names = list(grammar.rules)
+    rule_id = {name: i for i, name in enumerate(all_names)}
+    all_lexemes = grammar.lexemes
+    lexeme_id = {lex: j for j, lex in enumerate(all_lexemes)}
+    encoded = [
+        [tuple(rule_id[s.name] if isinstance(s, Ref) else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
+        for alternatives in grammar.rules.values()
+    ]
+    empty = frozenset(-1 - lexeme_id[lex] for lex in empty_lexemes if lex in lexeme_id)
+    productive = _least_rules(encoded, empty)
+    start = rule_id[grammar.start]
+    if start not in productive:
         raise GrammarError(f"the start rule {grammar.start!r} derives no text at all")
 
-    def usable(alt: tuple) -> bool:
-        return all(s.name in productive if isinstance(s, Ref) else s not in empty_lexemes for s in alt)
+    def usable(alt: tuple[int, ...]) -> bool:
+        return all(s in productive if s >= 0 else s not in empty for s in alt)
 
-    reachable, stack = {grammar.start}, [grammar.start]
+    usable_alts = [[alt for alt in alternatives if usable(alt)] for alternatives in encoded]
+    reachable = bytearray(len(all_names))
+    reachable[start] = 1
+    stack = [start]
     while stack:
-        for alt in grammar.rules[stack.pop()]:
-            if usable(alt):
-                for s in alt:
-                    if isinstance(s, Ref) and s.name not in reachable:
-                        reachable.add(s.name)
-                        stack.append(s.name)
-    return {name: [alt for alt in grammar.rules[name] if usable(alt)] for name in grammar.rules if name in reachable}
+        for alt in usable_alts[stack.pop()]:
+            for s in alt:
+                if s >= 0 and not reachable[s]:
+                    reachable[s] = 1
+                    stack.append(s)
+    kept = [i for i in range(len(all_names)) if reachable[i]]
+    new_rule = {old: new for new, old in enumerate(kept)}
+    new_lexeme: dict[int, int] = {}  # numbered by first appearance in the kept rules
+    rules_int: list[list[tuple[int, ...]]] = []
+    for old in kept:
+        alternatives = []
+        for alt in usable_alts[old]:
+            out = []
+            for s in alt:
+                if s >= 0:
+                    out.append(new_rule[s])
+                else:
+                    j = new_lexeme.get(s)
+                    if j is None:
+                        j = new_lexeme[s] = len(new_lexeme)
+                    out.append(-1 - j)
+            alternatives.append(tuple(out))
+        rules_int.append(alternatives)
+    rules_int.append([(new_rule[start],)])
+    lexemes = tuple(all_lexemes[-1 - s] for s in new_lexeme)
+    return rules_int, lexemes, [all_names[i] for i in kept]
+
+
+def _least_rules(rules: list[list[tuple[int, ...]]], excluded: frozenset[int] | tuple) -> frozenset[int]:
+    """The least set of rules having an alternative whose symbols are all lexemes not in ``excluded`` or
+    rules in the set. With every lexeme excluded: the nullable rules; with the lexemes that match
+    nothing excluded: the productive rules. Linear: each alternative counts what it still needs."""
+    all_lexemes_excluded = excluded == ()
+    waiting: list[list[int]] = [[] for _ in rules]
+    missing: list[int] = []
+    owner: list[int] = []
+    queue: list[int] = []
+    for name, alternatives in enumerate(rules):
+        for alt in alternatives:
+            if all_lexemes_excluded:
+                if any(s < 0 for s in alt):
+                    continue
+            elif any(s < 0 and s in excluded for s in alt):
+                continue
+            needed = [s for s in alt if s >= 0]
+            k = len(missing)
+            missing.append(len(needed))
+            owner.append(name)
+            for r in needed:
+                waiting[r].append(k)
+            if not needed:
+                queue.append(name)
+    done = bytearray(len(rules))
+    while queue:
+        name = queue.pop()
+        if done[name]:
+            continue
+        done[name] = 1
+        for k in waiting[name]:
+            missing[k] -= 1
+            if missing[k] == 0:
+                queue.append(owner[k])
+    return frozenset(i for i in range(len(rules)) if done[i])

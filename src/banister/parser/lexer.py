@@ -9,6 +9,8 @@ alike), so building a context costs states x classes, not states x 256.
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -19,12 +21,104 @@ from banister.regex import DEAD, RegexDFA, compile_regex
 _context_ids = itertools.count()
 
 
+class LexemeDFA:
+    """The complete DFA of one lexeme, as plain arrays (what lexer contexts and trie walks read).
+
+    ``transitions`` is int32 ``(n_states, 256)`` with no missing row (dead state 0), ``accepting`` is
+    bool ``(n_states,)``, ``byte_class`` gives bytes that every state treats alike the same id. Only the
+    arrays are kept: the regex's NFA and subset bookkeeping would be millions of small objects for the
+    garbage collector to scan once thousands of lexemes are cached.
+    """
+
+    __slots__ = ("accepting", "byte_class", "n_states", "start", "transitions")
+
+    def __init__(self, dfa: RegexDFA) -> None:
+        table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
+        if table.size and int(table.min()) < 0:
+            raise RuntimeError("lexeme DFA with an unexpanded row")
+        accepting = np.array(dfa.accepting, dtype=np.bool_)  # (writable: the kernels take plain arrays)
+        self.transitions = table
+        self.accepting = accepting
+        self.start = int(dfa.start)
+        self.n_states = int(dfa.n_states)
+        classes = getattr(dfa, "_byte_class", None)  # the DFA's own byte classes, when it exposes them
+        if classes is None or len(classes) != 256:
+            columns = np.ascontiguousarray(table.T)
+            ids: dict[bytes, int] = {}
+            classes = [ids.setdefault(columns[b].tobytes(), len(ids)) for b in range(256)]
+        self.byte_class = np.asarray(classes, dtype=np.int64)
+
+    @classmethod
+    def literal(cls, data: bytes) -> LexemeDFA:
+        """The DFA of exactly ``data``: state ``i + 1`` has read ``i`` bytes (0 is dead)."""
+        self = cls.__new__(cls)
+        n = len(data)
+        table = np.zeros((n + 2, 256), dtype=np.int32)
+        table[np.arange(1, n + 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(2, n + 2, dtype=np.int32)
+        accepting = np.zeros(n + 2, dtype=np.bool_)
+        accepting[n + 1] = True
+        self.transitions = table
+        self.accepting = accepting
+        self.start = 1
+        self.n_states = n + 2
+        used = np.unique(np.frombuffer(data, dtype=np.uint8))
+        byte_class = np.zeros(256, dtype=np.int64)  # each byte of the text its own class, the rest one
+        byte_class[used] = np.arange(1, used.size + 1)
+        self.byte_class = byte_class
+        return self
+
+    def is_accepting(self, state: int) -> bool:
+        return bool(self.accepting[state])
+
+
 @lru_cache(maxsize=8192)
-def lexeme_dfa(pattern: str, max_states: int) -> RegexDFA:
-    """The fully built DFA of a lexeme, shared by every grammar (lexemes recur across schemas)."""
+def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
+    """The fully built DFA of a lexeme, shared by every grammar (lexemes recur across schemas).
+
+    A plain literal (most lexemes: property names, punctuation, enum strings) is built directly from
+    its bytes; anything else goes through the regex compiler.
+    """
+    data = _literal_bytes(pattern)
+    if data is not None and len(data) + 2 <= max_states:
+        return LexemeDFA.literal(data)
     dfa = compile_regex(pattern, max_states=max_states)
-    dfa.expand_from(dfa.start)
-    return dfa
+    state = 1  # every state is created reachable from the start: complete rows until none is missing
+    while state < dfa.n_states:
+        dfa.step(state, 0)
+        state += 1
+    return LexemeDFA(dfa)
+
+
+_LITERAL = re.compile(r"(?:[^\\^$.|?*+()\[\]{}]|\\[^0-9A-Za-z]|\\u\{[0-9A-Fa-f]{1,6}\})*", re.DOTALL)
+_LITERAL_ESCAPE = re.compile(r"\\(?:u\{([0-9A-Fa-f]{1,6})\}|(.))", re.DOTALL)
+
+
+def _literal_bytes(pattern: str) -> bytes | None:
+    """The UTF-8 text a regex ``pattern`` matches when it is a plain literal (characters and escaped
+    punctuation, ``\\u{H}`` escapes); None for anything else."""
+    if _LITERAL.fullmatch(pattern) is None:
+        return None
+    if "\\" not in pattern:
+        text = pattern
+    else:
+        out = []
+        pos = 0
+        for m in _LITERAL_ESCAPE.finditer(pattern):
+            out.append(pattern[pos : m.start()])
+            if m.group(1) is not None:
+                cp = int(m.group(1), 16)
+                if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                    return None
+                out.append(chr(cp))
+            else:
+                out.append(m.group(2))
+            pos = m.end()
+        out.append(pattern[pos:])
+        text = "".join(out)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: leave it to the regex compiler's errors
+        return None
 
 
 @lru_cache(maxsize=8192)
@@ -38,62 +132,149 @@ class LexerContext:
 
     ``patterns[i]`` is lexeme ``i`` of this context; ``accept_sets`` hold such indices. ``ident`` is
     unique in the process, so caches keyed by it can be shared across grammars.
+
+    A context of one lexeme is that lexeme's DFA itself (no product to build). Otherwise the product
+    is explored from the start tuple, reading only the components still alive in each state (most
+    states of a context have one live lexeme: a key literal and the other-keys lexeme part after one
+    character), one step per combined byte class.
     """
 
     def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
         self.ident = next(_context_ids)
         self.patterns: tuple[str, ...] = tuple(sorted(patterns))
-        ids = range(len(self.patterns))
         comps = [lexeme_dfa(p, max_states) for p in self.patterns]
-        tables = [d.transitions[: d.n_states] for d in comps]
-        if tables:
-            columns = np.concatenate(tables, axis=0).T  # 256 x total component states
-            _, first, class_of = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+        k = len(comps)
+        self._live: dict[int, bytes] = {}
+        if k == 1:
+            dfa = comps[0]
+            self.transitions = dfa.transitions
+            self.start = int(dfa.start)
+            self.n_states = int(dfa.n_states)
+            self.components: Sequence[tuple[int, ...]] = _Singletons(self.n_states)
+            self.accept_id = np.where(dfa.accepting, 0, -1).astype(np.int32)
+            accept_sets = {frozenset((0,)): 0} if bool(dfa.accepting.any()) else {}
         else:
-            first, class_of = np.zeros(1, dtype=np.int64), np.zeros(256, dtype=np.int64)
-        class_of = class_of.reshape(-1)
-        reps = [int(b) for b in first]
-        start = tuple(d.start for d in comps)
-        dead = tuple(DEAD for _ in comps)
-        index: dict[tuple[int, ...], int] = {dead: 0}
-        order: list[tuple[int, ...]] = [dead]
-        rows: list[list[int]] = [[0] * len(reps)]
-        if any(s != DEAD for s in start):
-            index[start] = 1
-            order.append(start)
-        i = 1
-        while i < len(order):
-            cur = order[i]
-            row = []
-            for b in reps:
-                nxt = tuple(t[s, b] if s != DEAD else DEAD for t, s in zip(tables, cur))
-                j = index.get(nxt)
-                if j is None:
-                    if len(order) >= max_states:
-                        raise LimitError(
-                            f"a lexer context of {len(ids)} lexemes needs more than {max_states} states",
-                            "max_lexer_states",
-                        )
-                    j = index[nxt] = len(order)
-                    order.append(nxt)
-                row.append(j)
-            rows.append(row)
-            i += 1
-        by_class = np.asarray(rows, dtype=np.int32).reshape(len(order), len(reps))
-        self.transitions = np.ascontiguousarray(by_class[:, class_of])
-        self.start = 1 if len(order) > 1 else 0
-        self.n_states = len(order)
-        accept_sets: dict[frozenset[int], int] = {}
-        accept_id = np.full(len(order), -1, dtype=np.int32)
-        for s, tup in enumerate(order):
-            acc = frozenset(lex for lex, comp, cs in zip(ids, comps, tup) if cs != DEAD and comp.is_accepting(int(cs)))
-            if acc:
-                accept_id[s] = accept_sets.setdefault(acc, len(accept_sets))
-        self.components: list[tuple[int, ...]] = order  # each state's tuple of lexeme DFA states
-        self.accept_id = accept_id
+            self._build_product(comps, max_states)
+            accept_sets = self._accept_sets
         self.accept_index = accept_sets  # accept set (lexeme indices) -> its id
         self.accept_sets: list[frozenset[int]] = list(accept_sets)
         self.accept_patterns: list[frozenset[str]] = [frozenset(self.patterns[i] for i in acc) for acc in accept_sets]
-        self.accepting = accept_id >= 0
-        live = self.transitions != 0
-        self.live_bytes = [np.flatnonzero(live[s]).astype(np.uint8).tobytes() for s in range(len(order))]
+        self.accepting = self.accept_id >= 0
+
+    def _build_product(self, comps: list[LexemeDFA], max_states: int) -> None:
+        k = len(comps)
+        # Combined byte classes (bytes every component treats alike), refined one component at a time.
+        combined = np.zeros(256, dtype=np.int64)
+        radix = 1
+        for d in comps:
+            size = int(d.byte_class.max()) + 1
+            if radix * size >= 1 << 62:  # compress before the mixed-radix key overflows
+                combined = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
+                radix = int(combined.max()) + 1
+            combined = combined * size + d.byte_class
+            radix *= size
+        _, first, class_of = np.unique(combined, return_index=True, return_inverse=True)
+        reps: list[int] = first.tolist()
+        rep_index = first.astype(np.intp)
+        class_of = class_of.reshape(-1)
+        tables = [d.transitions for d in comps]
+        rows: list[dict[int, list[int]]] = [{} for _ in comps]  # component state -> its row by class
+
+        def row(i: int, s: int) -> list[int]:
+            r = rows[i].get(s)
+            if r is None:
+                r = rows[i][s] = tables[i][s, rep_index].tolist()
+            return r
+
+        n_classes = len(reps)
+        dead = (DEAD,) * k
+        start = tuple(int(d.start) for d in comps)
+        index: dict[tuple[int, ...], int] = {dead: 0}
+        order: list[tuple[int, ...]] = [dead]
+        lives: list[list[int]] = [[]]  # the live components of each state (few, even when k is large)
+        out_rows: list[list[int]] = [[0] * n_classes]
+        if any(s != DEAD for s in start):
+            index[start] = 1
+            order.append(start)
+            lives.append([j for j, s in enumerate(start) if s != DEAD])
+
+        def new_state(nxt: tuple[int, ...], live: list[int]) -> int:
+            if len(order) >= max_states:
+                raise LimitError(
+                    f"a lexer context of {k} lexemes needs more than {max_states} states", "max_lexer_states"
+                )
+            n = index[nxt] = len(order)
+            order.append(nxt)
+            lives.append(live)
+            return n
+
+        i = 1
+        while i < len(order):
+            cur = order[i]
+            live = lives[i]
+            # Many classes share a target: map each distinct target (tuple) once.
+            if len(live) == 1:
+                j = live[0]
+                targets: list = row(j, cur[j])
+                local: dict = {}
+                for t in set(targets):
+                    if not t:
+                        local[t] = 0
+                        continue
+                    nxt = dead[:j] + (t,) + dead[j + 1 :]
+                    n = index.get(nxt)
+                    local[t] = new_state(nxt, [j]) if n is None else n
+            else:
+                targets = list(zip(*(row(j, cur[j]) for j in live)))
+                local = {}
+                for combo in set(targets):
+                    nxt_list = list(dead)
+                    for j, t in zip(live, combo):
+                        nxt_list[j] = t
+                    nxt = tuple(nxt_list)
+                    n = index.get(nxt)
+                    if n is None:
+                        n = new_state(nxt, [j for j, t in zip(live, combo) if t != DEAD])
+                    local[combo] = n
+            out_rows.append([local[t] for t in targets])
+            i += 1
+        by_class = np.asarray(out_rows, dtype=np.int32).reshape(len(order), n_classes)
+        self.transitions = np.ascontiguousarray(by_class[:, class_of])
+        self.start = 1 if len(order) > 1 else 0
+        self.n_states = len(order)
+        accepting = [d.accepting.tolist() for d in comps]
+        accept_sets: dict[frozenset[int], int] = {}
+        accept_id = np.full(len(order), -1, dtype=np.int32)
+        for s, (tup, live) in enumerate(zip(order, lives)):
+            acc = frozenset(j for j in live if accepting[j][tup[j]])
+            if acc:
+                accept_id[s] = accept_sets.setdefault(acc, len(accept_sets))
+        self.components = order  # each state's tuple of lexeme DFA states
+        self.accept_id = accept_id
+        self._accept_sets = accept_sets
+
+    def live_bytes(self, state: int) -> bytes:
+        """The bytes that lead ``state`` to a live state (computed on first use)."""
+        found = self._live.get(state)
+        if found is None:
+            found = self._live[state] = np.flatnonzero(self.transitions[state]).astype(np.uint8).tobytes()
+        return found
+
+
+class _Singletons:
+    """``components`` of a one-lexeme context: state ``s`` is the tuple ``(s,)``."""
+
+    __slots__ = ("_n",)
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, s: int) -> tuple[int, ...]:
+        if not 0 <= s < self._n:
+            raise IndexError(s)
+        return (s,)
+
+

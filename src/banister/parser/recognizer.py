@@ -34,10 +34,16 @@ Hypothesis = tuple[ParseState, "LexerContext | None", int]
 GrammarState = frozenset[Hypothesis]
 
 
+Tokens = "tuple[np.ndarray | None, np.ndarray] | None"
+"""A cached set of tokens: None for no token, ``(None, words)`` with every bitmask word, or
+``(index, words)`` with only the non-zero words and their indices (most walks allow a few tokens:
+a handful of words instead of 16 KiB each, and no page of fresh memory touched per walk)."""
+
+
 @dataclass(frozen=True)
 class _Walk:
     ident: int
-    words: np.ndarray
+    tokens: Tokens
     groups: tuple[tuple[int, np.ndarray], ...]  # (accept-set id, trie nodes below which it may end)
 
 
@@ -65,8 +71,12 @@ class GrammarAutomaton:
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
         self._walks, self._lexeme_walks = _walk_caches(vocab)
         self._words = bitmask_words(vocab.vocab_size)
+        self._no_tokens = np.zeros(self._words, dtype=np.uint32)
+        self._no_tokens.setflags(write=False)
         self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
-        self.context(self.parser.initial)  # fail at compile time if the first context is too big
+        # The first mask, which every request needs, is computed now (memoised on the initial parse
+        # state): a context that is too big fails at compile time, and no request pays it.
+        self._parts(self.initial)
 
     # -- lexer contexts ---------------------------------------------------------------------------------
 
@@ -127,10 +137,54 @@ class GrammarAutomaton:
         return bytes(out)
 
     def token_mask(self, state: GrammarState) -> np.ndarray:
+        parts = self._parts(state)
+        if not parts:
+            return self._no_tokens
+        if len(parts) == 1 and parts[0][0] is None:
+            return parts[0][1]  # a cached walk's words (read-only), no copy
         out = np.zeros(self._words, dtype=np.uint32)
-        for parse, ctx, lex, _ in self._branches(state):
-            self._collect((ctx.ident, lex), parse, ctx, lex, _WHOLE_TRIE, out)
+        for part in parts:
+            _apply(out, part)
         return out
+
+    def fill_mask(self, state: GrammarState, row: np.ndarray) -> bool:
+        """OR the bits of the tokens allowed next into ``row`` (uint32 words; EOS not included) and
+        return :meth:`is_accepting` of ``state`` (both from one look at the state).
+
+        Same bits as :meth:`token_mask` without building the mask first. Words of ``row`` past the
+        vocabulary are left alone; a ``row`` shorter than the vocabulary's words gets the ones it has.
+        """
+        branches = self._branches(state)
+        accepting = any(boundary and parse.accepting for parse, _, _, boundary in branches)
+        if row.shape[0] < self._words:
+            row |= self.token_mask(state)[: row.shape[0]]
+            return accepting
+        out = row[: self._words]
+        for part in self._parts(state, branches):
+            _apply(out, part)
+        return accepting
+
+    def _parts(self, state: GrammarState, branches: list | None = None) -> list:
+        """The token sets whose union is the mask of ``state``.
+
+        A branch's sets depend only on its parse state and lexer state, so they are memoised on the
+        parse state (which requests of the same document shape share, see ``EarleyParser.scan``):
+        the tokens of a string's interior, or of a position another request has been at, are a
+        dict lookup.
+        """
+        parts: list = []
+        for parse, ctx, lex, _ in self._branches(state) if branches is None else branches:
+            memo = parse.mask_memo
+            if memo is None:
+                memo = parse.mask_memo = {}
+            key = (ctx.ident, lex)
+            found = memo.get(key)
+            if found is None:
+                collected: list = []
+                self._collect(key, parse, ctx, lex, _WHOLE_TRIE, collected)
+                found = memo[key] = tuple(collected)
+            parts.extend(found)
+        return parts
 
     # -- internals --------------------------------------------------------------------------------------
 
@@ -156,18 +210,21 @@ class GrammarAutomaton:
     def _live_bytes(self, state: GrammarState) -> set[int]:
         live: set[int] = set()
         for _, ctx, lex, _ in self._branches(state):
-            live.update(ctx.live_bytes[lex])
+            live.update(ctx.live_bytes(lex))
         return live
 
     def _collect(self, key: tuple, parse: ParseState, ctx: LexerContext, start: int, roots: np.ndarray,
-                 out: np.ndarray) -> None:
+                 out: list) -> None:
+        """Append to ``out`` the token sets allowed from ``start`` below ``roots`` (and below the
+        crossings of that walk, in the contexts the parser continues in)."""
         walk = self._walks.get(key)
         if walk is None:
             walk = self._walk(ctx, start, roots)
             if len(self._walks) >= MAX_CACHED_WALKS:
                 self._walks.clear()
             self._walks[key] = walk
-        out |= walk.words
+        if walk.tokens is not None:
+            out.append(walk.tokens)
         for aid, sub_roots in walk.groups:
             after = self._scan(parse, ctx, aid)
             if after is None:
@@ -178,9 +235,13 @@ class GrammarAutomaton:
     def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray) -> _Walk:
         if roots is _WHOLE_TRIE and len(ctx.patterns) <= 62:
             return self._walk_by_lexeme(ctx, start)
-        words = np.zeros(self._words, dtype=np.uint32)
-        nodes, states = walk_tokens(self.vocab, ctx.transitions, ctx.accepting, start, roots, words)
-        return self._grouped(words, nodes, ctx.accept_id[states])
+        scratch = _scratch(self._words)
+        try:
+            nodes, states, touched = walk_tokens(self.vocab, ctx.transitions, ctx.accepting, start, roots, scratch)
+        except BaseException:
+            scratch.fill(0)
+            raise
+        return self._grouped(_take(scratch, touched), nodes, ctx.accept_id[states] if nodes.size else nodes)
 
     def _walk_by_lexeme(self, ctx: LexerContext, start: int) -> _Walk:
         """A whole-trie walk of a context state, assembled from the walks of its lexemes' states.
@@ -190,18 +251,30 @@ class GrammarAutomaton:
         lexeme walks are cached per vocabulary and shared by every context and grammar that uses the
         lexeme: a new context costs a few ORs, not a walk of the trie.
         """
-        words = np.zeros(self._words, dtype=np.uint32)
-        nodes, bits = [], []
-        for i, component in enumerate(ctx.components[start]):
-            if component == DEAD:
-                continue
-            lexeme_words, crossings = self._lexeme_walk(ctx.patterns[i], int(component))
-            words |= lexeme_words
+        alive = [(i, int(c)) for i, c in enumerate(ctx.components[start]) if c != DEAD]
+        if len(alive) == 1:
+            # One live lexeme (the common case): its walk is the context's, and every crossing ends
+            # exactly that lexeme.
+            i, component = alive[0]
+            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component)
+            groups = ((ctx.accept_index[frozenset((i,))], crossings),) if crossings.size else ()
+            return _Walk(next(_walk_ids), lexeme_tokens, groups)
+        merged = []
+        nodes, bits, crossing_lexemes = [], [], []
+        for i, component in alive:
+            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component)
+            if lexeme_tokens is not None:
+                merged.append(lexeme_tokens)
             if crossings.size:
                 nodes.append(crossings)
                 bits.append(np.full(crossings.size, 1 << i, dtype=np.int64))
+                crossing_lexemes.append(i)
+        tokens = self._union(merged)
         if not nodes:
-            return self._grouped(words, np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32))
+            return _Walk(next(_walk_ids), tokens, ())
+        if len(nodes) == 1:
+            aid = ctx.accept_index[frozenset(crossing_lexemes)]
+            return _Walk(next(_walk_ids), tokens, ((aid, nodes[0]),))
         all_nodes, all_bits = np.concatenate(nodes), np.concatenate(bits)
         order = np.argsort(all_nodes, kind="stable")
         all_nodes, all_bits = all_nodes[order], all_bits[order]
@@ -211,26 +284,43 @@ class GrammarAutomaton:
         for m in np.unique(masks).tolist():
             lookup[m] = ctx.accept_index[frozenset(i for i in range(len(ctx.patterns)) if m >> i & 1)]
         aids = np.fromiter((lookup[m] for m in masks.tolist()), dtype=np.int32, count=masks.size)
-        return self._grouped(words, unique_nodes.astype(np.int32), aids)
+        return self._grouped(tokens, unique_nodes.astype(np.int32), aids)
 
-    def _lexeme_walk(self, pattern: str, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(allowed words, crossing nodes) of one lexeme's DFA state over the whole trie (cached)."""
+    def _union(self, parts: list) -> Tokens:
+        if len(parts) <= 1:
+            return parts[0] if parts else None
+        scratch = _scratch(self._words)
+        for part in parts:
+            _apply(scratch, part)
+        return _take(scratch)
+
+    def _lexeme_walk(self, pattern: str, state: int) -> tuple[Tokens, np.ndarray]:
+        """(allowed tokens, crossing nodes) of one lexeme's DFA state over the whole trie (cached)."""
         key = (pattern, state)
         hit = self._lexeme_walks.get(key)
         if hit is None:
             dfa = lexeme_dfa(pattern, self._max_states)
-            words = np.zeros(self._words, dtype=np.uint32)
-            nodes, _ = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
-            words.setflags(write=False)
+            scratch = _scratch(self._words)
+            try:
+                nodes, _, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE,
+                                                scratch)
+            except BaseException:
+                scratch.fill(0)
+                raise
+            words = _take(scratch, touched)
             if len(self._lexeme_walks) >= MAX_CACHED_WALKS:
                 self._lexeme_walks.clear()
             hit = self._lexeme_walks[key] = (words, nodes)
         return hit
 
     @staticmethod
-    def _grouped(words: np.ndarray, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
+    def _grouped(words: Tokens, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
+        if not nodes.size:
+            return _Walk(next(_walk_ids), words, ())
+        first = int(aids[0])
+        if (aids == first).all():
+            return _Walk(next(_walk_ids), words, ((first, np.ascontiguousarray(nodes)),))
         groups = tuple((int(aid), np.ascontiguousarray(nodes[aids == aid])) for aid in np.unique(aids))
-        words.setflags(write=False)
         return _Walk(next(_walk_ids), words, groups)
 
 
@@ -238,7 +328,55 @@ MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
 
 _walk_ids = itertools.count()
-_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]]
+
+
+_SPARSE_SHARE = 16
+"""A walk's tokens are kept sparse when at most 1/16 of the bitmask words are non-zero."""
+_scratches = threading.local()
+
+
+def _scratch(n_words: int) -> np.ndarray:
+    """This thread's all-zero bitmask of ``n_words`` words, for a walk to set bits in; hand it back
+    all-zero (:func:`_take` does)."""
+    found = getattr(_scratches, "by_size", None)
+    if found is None:
+        found = _scratches.by_size = {}
+    words = found.get(n_words)
+    if words is None:
+        words = found[n_words] = np.zeros(n_words, dtype=np.uint32)
+    return words
+
+
+def _take(scratch: np.ndarray, touched: np.ndarray | None = None) -> Tokens:
+    """The tokens set in ``scratch``, as a cached (read-only) token set; clears ``scratch``.
+
+    ``touched``: the indices of its non-zero words when known (the walk kernel reports them), else
+    they are searched for.
+    """
+    index = np.flatnonzero(scratch) if touched is None else touched
+    if not index.size:
+        return None
+    if index.size * _SPARSE_SHARE > scratch.size:
+        words = scratch.copy()
+        scratch.fill(0)
+        words.setflags(write=False)
+        return None, words
+    index = index.astype(np.intp)  # a copy: the caller's buffer is not kept
+    values = scratch[index]
+    scratch[index] = 0
+    index.setflags(write=False)
+    values.setflags(write=False)
+    return index, values
+
+
+def _apply(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> None:
+    """OR a (non-empty) token set into the words ``out``."""
+    index, words = tokens
+    if index is None:
+        out |= words
+    else:
+        out[index] |= words  # the indices are distinct
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[str, int], tuple[Tokens, np.ndarray]]]
 _vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
 _vocab_caches_lock = threading.Lock()
 

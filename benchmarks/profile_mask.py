@@ -1,0 +1,137 @@
+"""Where banister's MaskBench time goes: front end, automaton construction, first mask, later masks.
+
+Runs the MaskBench protocol (banister only) over the first N dev records and splits time to first mask
+into the JSON Schema front end, ``GrammarAutomaton`` construction and the first ``token_mask``; the later
+masks into percentiles, with the slowest listed. ``--cprofile OUT`` writes a cProfile of the whole run.
+
+    .venv/bin/python benchmarks/profile_mask.py --limit 300 [--cprofile /tmp/mb.prof] [--gc-freeze]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import time
+
+import numpy as np
+
+from banister.bench.maskbench import read_records
+from banister.compiler import CompiledGrammar
+from banister.grammar.json_schema import json_schema_to_grammar
+from banister.mask.bitmask import allocate_token_bitmask
+from banister.matcher import Matcher
+from banister.parser.recognizer import GrammarAutomaton
+from banister.vocab.named import load_named
+
+clock = time.perf_counter
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/work/shared/data/maskbench/dev.jsonl.gz")
+    ap.add_argument("--tokenizer", default="llama3")
+    ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--cprofile")
+    ap.add_argument("--only", choices=["all", "compile", "masks"], default="all",
+                    help="what the cProfile covers")
+    ap.add_argument("--gc-freeze", action="store_true")
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--cpu", action="store_true", help="thread CPU time instead of wall time (less noisy)")
+    args = ap.parse_args()
+
+    global clock
+    clock = time.thread_time if args.cpu else time.perf_counter
+    named = load_named(args.tokenizer)
+    vocab = named.vocab
+    vocab.trie  # noqa: B018
+    records = list(read_records(args.data, limit=args.limit))
+    encoded = [[named.encode(json.dumps(t["data"], ensure_ascii=False)) for t in r["tests"]] for r in records]
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
+    gc_log: list[tuple[int, float]] = []
+    gc_start = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            gc_log.append((info["generation"], time.perf_counter() - gc_start[0]))
+
+    gc.callbacks.append(on_gc)
+    prof = cProfile.Profile() if args.cprofile else None
+    fe, ga, first, masks, slow, ttfm_by = [], [], [], [], [], []
+    passing = 0
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    eos = vocab.eos_token_ids[0]
+    t_all = clock()
+    if prof and args.only == "all":
+        prof.enable()
+    for r, toks_list in zip(records, encoded):
+        if prof and args.only == "compile":
+            prof.enable()
+        t0 = clock()
+        try:
+            g = json_schema_to_grammar(r["schema"])
+            t1 = clock()
+            auto = GrammarAutomaton(g, vocab)
+        except Exception:  # noqa: BLE001, S112 - a refused schema is not timed (the bench counts it)
+            continue
+        t2 = clock()
+        if prof and args.only == "compile":
+            prof.disable()
+        compiled = CompiledGrammar(auto, "json_schema", "", t2 - t0)
+        ok = True
+        for i, (test, toks) in enumerate(zip(r["tests"], toks_list)):
+            m = Matcher(compiled)
+            accepted = True
+            for j, tok in enumerate(toks):
+                if prof and args.only == "masks":
+                    prof.enable()
+                a = clock()
+                m.fill_next_token_bitmask(bitmask)
+                b = clock()
+                if prof and args.only == "masks":
+                    prof.disable()
+                if i == 0 and j == 0:
+                    ttfm_by.append((t2 - t0 + b - a, t1 - t0, t2 - t1, b - a, r["id"]))
+                    fe.append(t1 - t0)
+                    ga.append(t2 - t1)
+                    first.append(b - a)
+                masks.append(b - a)
+                if b - a > 2e-4:
+                    slow.append((b - a, r["id"], i, j))
+                if not (int(bitmask[0, tok >> 5]) >> (tok & 31)) & 1 or not m.accept_token(tok):
+                    accepted = False
+                    break
+            if accepted:
+                m.fill_next_token_bitmask(bitmask)
+                accepted = bool((int(bitmask[0, eos >> 5]) >> (eos & 31)) & 1)
+            ok &= accepted == test["valid"]
+        passing += ok
+    if prof:
+        prof.disable()
+        prof.dump_stats(args.cprofile)
+    total = clock() - t_all
+    us = lambda xs, q: np.percentile(np.asarray(xs) * 1e6, q)
+    ttfm = np.asarray(fe) + np.asarray(ga) + np.asarray(first)
+    print(f"records {len(records)} passing {passing} total {total:.1f}s masks {len(masks)}")
+    print(f"ttfm p50 {us(ttfm, 50):.0f} p90 {us(ttfm, 90):.0f} p99 {us(ttfm, 99):.0f} us")
+    for name, xs in [("frontend", fe), ("automaton", ga), ("first mask", first)]:
+        print(f"  {name:10s} p50 {us(xs, 50):8.0f} p90 {us(xs, 90):8.0f} p99 {us(xs, 99):8.0f} sum {sum(xs):.2f}s")
+    print(f"mask p50 {us(masks, 50):.1f} p90 {us(masks, 90):.1f} p99 {us(masks, 99):.1f} p99.9 {us(masks, 99.9):.0f}"
+          f" max {us(masks, 100):.0f} us; sum {sum(masks):.2f}s; >0.2ms: {len(slow)} ({sum(s[0] for s in slow):.2f}s)")
+    for gen in range(3):
+        times = [t for g, t in gc_log if g == gen]
+        print(f"gc gen{gen}: {len(times)} collections, {sum(times) * 1e3:.1f} ms, max {max(times, default=0) * 1e3:.1f} ms")
+    for t in sorted(ttfm_by, reverse=True)[:5]:
+        print(f"  ttfm {t[0] * 1e3:7.2f} ms = front end {t[1] * 1e3:.2f} + automaton {t[2] * 1e3:.2f}"
+              f" + first mask {t[3] * 1e3:.2f}  {t[4]}")
+    for s in sorted(slow, reverse=True)[: args.top]:
+        print(f"  {s[0] * 1e3:7.2f} ms  {s[1]} test {s[2]} token {s[3]}")
+
+
+if __name__ == "__main__":
+    main()

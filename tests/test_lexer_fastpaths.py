@@ -1,0 +1,119 @@
+"""The fast paths of the lexer and recogniser agree with the slow general ones.
+
+Literal lexemes get their DFA straight from their bytes, contexts of several lexemes are products
+built over the live components only, and masks are assembled from sparse token sets: each is checked
+here against the regex compiler, a naive product, and the dense mask.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from banister.errors import GrammarError
+from banister.grammar.ir import Grammar, Lexeme, Ref
+from banister.grammar.json_text import escape_text, json_keys_except, json_strings
+from banister.parser.earley import EarleyTables
+from banister.parser.lexer import LexemeDFA, LexerContext, _literal_bytes
+from banister.regex import DEAD, compile_regex
+
+TEXTS = ["name", "a-b/c", "x\ny", "\x00\x7f\x80", "é😀", "\\", "{}[]()", "a,b:c", "#&~<>=!@%`'\"", " \t", ""]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_literal_lexemes_match_exactly_their_text(text: str) -> None:
+    pattern = escape_text(text)
+    data = _literal_bytes(pattern)
+    assert data == text.encode("utf-8")
+    fast = LexemeDFA.literal(data)
+    slow = compile_regex(pattern)
+    state, fast_state = slow.start, fast.start
+    for i in range(len(data) + 1):
+        for b in range(256):
+            assert (slow.step(state, b) == DEAD) == (fast.transitions[fast_state, b] == DEAD), (i, b)
+        assert slow.is_accepting(state) == fast.is_accepting(fast_state)
+        if i < len(data):
+            state, fast_state = slow.step(state, data[i]), int(fast.transitions[fast_state, data[i]])
+
+
+@pytest.mark.parametrize("pattern", ["a|b", "a*", "[a]", r"\d", "(?:a)", ".", "a{2}", r"\w", "^a", "a$", "a+"])
+def test_non_literal_patterns_take_the_regex_compiler(pattern: str) -> None:
+    assert _literal_bytes(pattern) is None
+
+
+def test_braced_unicode_escapes_are_literals() -> None:
+    assert _literal_bytes(r"\u{41}\u{1F600}") == "A😀".encode()
+    assert _literal_bytes(r"\u{D800}") is None  # a lone surrogate is the regex compiler's error
+
+
+def _sample(pattern: str, rng: random.Random) -> bytes:
+    """A random member of ``pattern``, or a prefix of one with a stray byte (to test dead ends)."""
+    dfa = compile_regex(pattern)
+    state, out = dfa.start, bytearray()
+    while len(out) < 20:
+        live = [b for b in range(256) if dfa.step(state, b) != DEAD]
+        if not live or (dfa.is_accepting(state) and rng.random() < 0.3):
+            break
+        ascii_live = [b for b in live if b < 0x80]
+        b = rng.choice(ascii_live if ascii_live and rng.random() < 0.9 else live)
+        out.append(b)
+        state = dfa.step(state, b)
+    if rng.random() < 0.3:
+        out.insert(rng.randrange(len(out) + 1), rng.randrange(256))
+    return bytes(out)
+
+
+PATTERN_SETS = [
+    [json_strings(["name"]), json_strings(["names"]), json_keys_except(["name", "names"])],
+    [json_strings(["a", "b", "ab"]), json_keys_except(["a", "b", "ab"]), r"[ \t]+"],
+    [r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", "null|true|false", r"\{[ ]{0,3}", r"\[[ ]{0,3}\]", r"\["],
+    [escape_text(w) for w in ["if", "in", "int", "i"]] + [r"[a-z]+"],
+]
+
+
+@pytest.mark.parametrize("patterns", PATTERN_SETS)
+def test_product_context_agrees_with_its_lexemes(patterns: list[str]) -> None:
+    ctx = LexerContext(frozenset(patterns), max_states=10_000)
+    dfas = [compile_regex(p) for p in ctx.patterns]
+    rng = random.Random(7)
+    for _ in range(300):
+        text = _sample(rng.choice(ctx.patterns), rng)
+        state = ctx.start
+        comps = [d.start for d in dfas]
+        for b in text:
+            state = int(ctx.transitions[state, b])
+            comps = [d.step(s, b) if s != DEAD else DEAD for d, s in zip(dfas, comps)]
+            assert (state == DEAD) == all(s == DEAD for s in comps), text
+            if state == DEAD:
+                break
+            accepted = frozenset(i for i, (d, s) in enumerate(zip(dfas, comps)) if s != DEAD and d.is_accepting(s))
+            aid = int(ctx.accept_id[state])
+            assert (ctx.accept_sets[aid] if aid >= 0 else frozenset()) == accepted, text
+            assert [c != DEAD for c in ctx.components[state]] == [s != DEAD for s in comps], text
+
+
+def test_unproductive_start_is_refused() -> None:
+    grammar = Grammar({"s": ((Ref("t"),),), "t": ((Ref("t"), Lexeme("a")),)}, "s")
+    with pytest.raises(GrammarError, match="derives no text"):
+        EarleyTables(grammar)
+
+
+def test_filled_rows_equal_the_dense_masks() -> None:
+    from banister.compiler import Compiler
+    from banister.matcher import Matcher
+    from banister.vocab import Vocabulary
+
+    tokens = [bytes([b]) for b in range(256)] + [b'{"', b'":', b'"}', b"name", b'{"name": "', b'"x"}', b"  "]
+    vocab = Vocabulary(tokens, eos_token_ids=[len(tokens)], vocab_size=len(tokens) + 1)
+    compiled = Compiler(vocab).json_schema({"type": "object", "properties": {"name": {"type": "string"}}})
+    automaton = compiled.automaton
+    matcher = Matcher(compiled)
+    for piece in [b'{"', b"name", b'":', b" ", b'"', b"x", b'"}']:
+        row = np.zeros(len(automaton.token_mask(matcher.state)) + 2, dtype=np.uint32)
+        accepting = automaton.fill_mask(matcher.state, row)
+        assert np.array_equal(row[:-2], automaton.token_mask(matcher.state))
+        assert not row[-2:].any()
+        assert accepting == automaton.is_accepting(matcher.state)
+        assert matcher.accept_string(piece)
