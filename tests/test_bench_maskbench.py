@@ -9,6 +9,7 @@ import random
 
 import jsonschema
 import pytest
+from shared_data import MASKBENCH_DEV
 
 from banister.bench.maskbench import EngineTally, read_records, run_record
 from banister.bench.peers import BanisterEngine
@@ -16,7 +17,6 @@ from banister.errors import BanisterError
 from banister.grammar.json_schema import json_schema_to_grammar
 from banister.grammar.reference import matches
 from banister.vocab.named import load_named
-from shared_data import MASKBENCH_DEV
 
 SAMPLE = 25
 
@@ -55,3 +55,34 @@ def test_protocol_agrees_with_the_oracle_and_accepts_nothing_invalid(sample):
     assert checked > 0 and tally.schemas == SAMPLE
     print(f"\nMaskBench sample: {tally.passing}/{tally.schemas} passing, {tally.compile_errors} compile errors, "
           f"{tally.valid_rejected} valid rejected, {tally.invalid_accepted} invalid accepted")
+
+
+def test_table_json_and_extras_on_gpt2(sample, tmp_path):
+    """The table's columns, banister's extras (jump-forward share, memory per grammar) and the JSON file."""
+    from banister.bench.maskbench import format_table, main_maskbench, ratios, run
+
+    named = load_named("gpt2")
+    records = sample[:3]
+    tallies = run(records, [BanisterEngine(named.vocab, named.encode), BanisterEngine(named.vocab, named.encode)],
+                  named.encode, named.vocab, progress=False)
+    a, b = (t.summary() for t in tallies)
+    assert a["passing"] == b["passing"] and a["tokens"] == b["tokens"] > 0
+    assert set(a["mask_us"]) == {"p50", "p90", "p99", "p99.9", "p100"} and set(a["ttfm_us"]) == {"p50", "p90", "p99"}
+    jf = a["jump_forward"]
+    assert 0 <= jf["forced"] <= jf["tokens"] and 0 <= jf["share"] <= 1 and jf["forced"] > 0  # JSON forces keys
+    mem = a["memory_kib"]
+    assert 0 < mem["grammars"] <= tallies[0].schemas - tallies[0].compile_errors  # records with tests
+    assert 0 < mem["retained"]["p50"] <= mem["peak"]["p100"]
+    table = format_table(tallies)
+    for column in ("ttfm p99 us", "mask p99.9 us", "mask max us", "compile err", "valid rej", "invalid acc"):
+        assert column in table
+    assert "banister / banister: ttfm p50" in table and "jump-forward" in table and "memory per compiled" in table
+    assert set(ratios(tallies)["banister"]) == {f"{k} {q}" for k, q in
+                                                [("ttfm_us", "p50"), ("ttfm_us", "p90"), ("ttfm_us", "p99"),
+                                                 ("mask_us", "p50"), ("mask_us", "p90"), ("mask_us", "p99"),
+                                                 ("mask_us", "p99.9"), ("mask_us", "p100")]}
+    out = tmp_path / "out.json"
+    assert main_maskbench(str(MASKBENCH_DEV), "gpt2", ["banister"], limit=2, split=None, json_out=str(out),
+                          show_failures=0, extras=False) == 0
+    data = json.loads(out.read_text())
+    assert data["tokenizer"] == "gpt2" and data["records"] == 2 and "jump_forward" not in data["engines"][0]

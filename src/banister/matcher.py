@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Hashable, Literal
 
 import numpy as np
@@ -89,11 +93,17 @@ class Matcher:
         """
         row = _bitmask_row(bitmask, index)
         row[:] = 0
+        accepting = self._eos_accepted
         if not self._eos_accepted:
-            mask = self._automaton.token_mask(self.state)
-            n = min(mask.shape[0], row.shape[0])
-            row[:n] = mask[:n]
-        if self._eos_accepted or self._automaton.is_accepting(self.state):
+            fill = getattr(self._automaton, "fill_mask", None)
+            if fill is not None:  # a grammar: ORs its cached token sets straight into the row
+                accepting = fill(self.state, row)
+            else:
+                mask = self._automaton.token_mask(self.state)
+                n = min(mask.shape[0], row.shape[0])
+                row[:n] = mask[:n]
+                accepting = self._automaton.is_accepting(self.state)
+        if accepting:
             for t in self._eos:
                 if (t >> 5) < row.shape[0]:
                     row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
@@ -149,6 +159,78 @@ class Matcher:
             return False
         self._states.append(nxt)
         return True
+
+
+def fill_next_token_bitmask_batch(
+    matchers: Sequence[Matcher],
+    bitmask: Any,
+    indices: Sequence[int] | None = None,
+    *,
+    threads: int = 1,
+) -> None:
+    """Fill the rows of many matchers at once: row ``indices[i]`` (default ``i``) from ``matchers[i]``.
+
+    Each row is exactly what ``matchers[i].fill_next_token_bitmask(bitmask, indices[i])`` writes; rows
+    not named are left as they are. With ``threads > 1`` the matchers are split into that many
+    contiguous chunks (at most one per matcher), filled on a shared thread pool and the calling thread;
+    ``threads=None`` means one per CPU, at most 8. The trie walk that computes a new mask is compiled
+    with ``nogil`` and numpy releases the GIL while it copies masks, so threads can overlap there; but
+    the per-matcher Python work (state lookup, parser steps at lexeme boundaries, cache hits) holds the
+    GIL, and on MaskBench it dominates: measured on two shared cores, two threads were slower than one
+    for cold and cached masks alike (``benchmarks/bench_batch.py``), hence the default of 1, which
+    is a plain loop in the calling thread.
+
+    The matchers must be distinct (a matcher is not thread-safe); several may share a compiled grammar.
+    Does not change the matchers' states.
+    """
+    n = len(matchers)
+    rows = list(range(n)) if indices is None else [int(i) for i in indices]
+    if len(rows) != n:
+        raise ValueError(f"got {n} matchers but {len(rows)} indices")
+    if type(bitmask).__module__.startswith("torch"):
+        if bitmask.device.type != "cpu":
+            raise ValueError("fill a CPU bitmask and copy it to the device (non-blocking) before applying it")
+        bitmask = bitmask.numpy()
+    if getattr(bitmask, "ndim", 0) != 2:
+        raise ValueError("a batch bitmask is 2-D: (batch, words)")
+    for r in rows:
+        if not -bitmask.shape[0] <= r < bitmask.shape[0]:
+            raise IndexError(f"row {r} is outside a bitmask of {bitmask.shape[0]} rows")
+    if threads is None:
+        threads = min(os.cpu_count() or 1, 8)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    threads = min(threads, n)
+    if threads <= 1:
+        for m, r in zip(matchers, rows):
+            m.fill_next_token_bitmask(bitmask, r)
+        return
+
+    def fill(lo: int, hi: int) -> None:
+        for k in range(lo, hi):
+            matchers[k].fill_next_token_bitmask(bitmask, rows[k])
+
+    bounds = [n * k // threads for k in range(threads + 1)]
+    pool = _pool(threads)
+    futures = [pool.submit(fill, bounds[k], bounds[k + 1]) for k in range(1, threads)]
+    try:
+        fill(bounds[0], bounds[1])  # the calling thread takes the first chunk
+    finally:
+        for f in futures:  # wait for every chunk before returning (or raising the first error)
+            f.result()
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A process-wide pool with ``threads - 1`` workers (the caller is the other one)."""
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            pool = _pools[threads] = ThreadPoolExecutor(threads - 1, thread_name_prefix="banister-fill")
+        return pool
 
 
 def _as_bytes(text: str | bytes) -> bytes:

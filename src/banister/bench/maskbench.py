@@ -6,15 +6,25 @@ without special tokens; before each token the engine fills a mask, the token mus
 is accepted. A valid instance must get through every token and end complete (EOS allowed); an invalid
 one must be refused somewhere (a token outside the mask, or an incomplete end). A schema passes when
 all its instances are classified right.
+
+Two measurements ride along for banister only, outside the timed loop: the jump-forward share (of
+the tokens of the valid instances, how many lie entirely inside bytes the grammar forces at that
+point, so an engine could append them without a forward pass), and memory per compiled grammar
+(``tracemalloc`` over a second compile of the schema plus the masks of its first instance: the peak,
+and what stays allocated while the compiled grammar and its matcher are alive; vocabulary-level tables
+and caches shared across grammars were already built by the timed pass, so this is what one more
+grammar costs a warm process).
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import random
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,8 +68,27 @@ class EngineTally:
     ttfm_us: list[float] = field(default_factory=list)
     compile_us: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    forced_tokens: int = 0  # tokens of valid instances lying entirely inside forced bytes
+    forced_total: int = 0  # tokens of the valid instances that were checked for forcing
+    forced_shares: list[float] = field(default_factory=list)  # per instance
+    memory_peak_kib: list[float] = field(default_factory=list)  # per compiled grammar
+    memory_retained_kib: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.forced_total:
+            extra["jump_forward"] = {
+                "tokens": self.forced_total,
+                "forced": self.forced_tokens,
+                "share": self.forced_tokens / self.forced_total,
+                "instance_share": _percentiles(self.forced_shares, (50, 90)),
+            }
+        if self.memory_peak_kib:
+            extra["memory_kib"] = {
+                "grammars": len(self.memory_peak_kib),
+                "retained": _percentiles(self.memory_retained_kib, (50, 90, 100)),
+                "peak": _percentiles(self.memory_peak_kib, (50, 90, 100)),
+            }
         return {
             "engine": self.name,
             "schemas": self.schemas,
@@ -71,6 +100,7 @@ class EngineTally:
             "mask_us": _percentiles(self.mask_us, (50, 90, 99, 99.9, 100)),
             "ttfm_us": _percentiles(self.ttfm_us, (50, 90, 99)),
             "compile_us": _percentiles(self.compile_us, (50, 90, 99)),
+            **extra,
         }
 
 
@@ -86,8 +116,12 @@ def _bit(bitmask: np.ndarray, token: int) -> bool:
 
 
 def run_record(engine: Engine, record: dict[str, Any], encode: Callable[[str], list[int]], vocab: Vocabulary,
-               tally: EngineTally) -> None:
-    """Run one record through one engine, adding to ``tally``."""
+               tally: EngineTally, *, extras: bool = True) -> None:
+    """Run one record through one engine, adding to ``tally``.
+
+    With ``extras`` and an engine that supports them (banister), also measure the jump-forward share
+    of the valid instances and the memory of one more compile (untimed, after the timed pass).
+    """
     tally.schemas += 1
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     eos = vocab.eos_token_ids[0]
@@ -130,17 +164,58 @@ def run_record(engine: Engine, record: dict[str, Any], encode: Callable[[str], l
             tally.valid_rejected += 1
             tally.failures.append(f"{record['id']}: valid rejected: {text[:120]}")
             ok = False
+        if accepted and test["valid"] and extras and hasattr(engine, "forced_token_count"):
+            forced = engine.forced_token_count(compiled, tokens)
+            tally.forced_tokens += forced
+            tally.forced_total += len(tokens)
+            tally.forced_shares.append(forced / max(len(tokens), 1))
     tally.passing += ok
+    if extras and hasattr(engine, "forced_token_count") and record["tests"]:
+        first = encode(json.dumps(record["tests"][0]["data"], ensure_ascii=False))
+        measured = measure_memory(engine, record["schema"], first, vocab)
+        if measured is not None:
+            tally.memory_peak_kib.append(measured[0] / 1024)
+            tally.memory_retained_kib.append(measured[1] / 1024)
+
+
+def measure_memory(engine: Engine, schema: Any, tokens: list[int], vocab: Vocabulary) -> tuple[int, int] | None:
+    """(peak, retained) bytes allocated by compiling ``schema`` and masking along ``tokens`` (None on failure).
+
+    Retained is what is still allocated while the compiled grammar and its matcher are alive. Only
+    allocations Python and numpy report to ``tracemalloc`` count (all of banister's).
+    """
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    compiled = matcher = None
+    try:
+        compiled = engine.compile_json_schema(schema)
+        matcher = engine.matcher(compiled)
+        for token in tokens:
+            matcher.fill(bitmask)
+            if not _bit(bitmask, token) or not matcher.accept(token):
+                break
+        current, peak = tracemalloc.get_traced_memory()
+    except Exception:  # noqa: BLE001 - the timed pass counted any failure; here it only means no measurement
+        return None
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    del compiled, matcher
+    return peak - base, current - base
 
 
 def run(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[str], list[int]],
-        vocab: Vocabulary, *, progress: bool = True) -> list[EngineTally]:
+        vocab: Vocabulary, *, progress: bool = True, extras: bool = True) -> list[EngineTally]:
     """Every record through every engine, record by record (so the engines see the same order)."""
     tallies = [EngineTally(e.name) for e in engines]
     started = time.perf_counter()
     for n, record in enumerate(records, 1):
         for engine, tally in zip(engines, tallies):
-            run_record(engine, record, encode, vocab, tally)
+            run_record(engine, record, encode, vocab, tally, extras=extras)
         if progress:
             _progress(n, len(records), started)
     if progress:
@@ -171,19 +246,52 @@ def format_table(tallies: list[EngineTally]) -> str:
     ]
     for key, label in [("ttfm_us", "ttfm"), ("mask_us", "mask")]:
         for q in (["p50", "p90", "p99"] if key == "ttfm_us" else ["p50", "p90", "p99", "p99.9", "p100"]):
-            cols.append((f"{label} {q} us", lambda r, k=key, q=q: r[k].get(q)))
+            cols.append((f"{label} {q if q != 'p100' else 'max'} us", lambda r, k=key, q=q: r[k].get(q)))
     lines = ["  ".join(f"{c[0]:>12}" for c in cols)]
     for r in rows:
         lines.append("  ".join(_cell(fn(r)) for _, fn in cols))
     base = rows[0]
     for other in rows[1:]:
-        ratios = []
-        for key, q in [("ttfm_us", "p50"), ("mask_us", "p50"), ("mask_us", "p99")]:
-            a, b = base[key].get(q), other[key].get(q)
-            ratios.append(f"{key.split('_')[0]} {q} {a / b:.2f}x" if a and b else f"{key} {q} n/a")
+        ratios = [f"{key.split('_')[0]} {'max' if q == 'p100' else q} {_ratio(base[key].get(q), other[key].get(q))}"
+                  for key, q in RATIOS]
         lines.append(f"{base['engine']} / {other['engine']}: " + ", ".join(ratios)
                      + f"; passing {base['passing']} vs {other['passing']}")
+    for r in rows:
+        jf, mem = r.get("jump_forward"), r.get("memory_kib")
+        if jf:
+            lines.append(f"{r['engine']} jump-forward: {jf['forced']}/{jf['tokens']} tokens of valid instances forced "
+                         f"({100 * jf['share']:.1f}%; per instance p50 {100 * jf['instance_share']['p50']:.1f}%, "
+                         f"p90 {100 * jf['instance_share']['p90']:.1f}%)")
+        if mem:
+            lines.append(f"{r['engine']} memory per compiled grammar ({mem['grammars']} grammars, compile + first "
+                         f"instance's masks): retained p50 {mem['retained']['p50']:.0f} KiB, max "
+                         f"{mem['retained']['p100']:.0f} KiB; peak p50 {mem['peak']['p50']:.0f} KiB, max "
+                         f"{mem['peak']['p100']:.0f} KiB")
     return "\n".join(lines)
+
+
+RATIOS = [("ttfm_us", "p50"), ("ttfm_us", "p90"), ("ttfm_us", "p99"), ("mask_us", "p50"), ("mask_us", "p90"),
+          ("mask_us", "p99"), ("mask_us", "p99.9"), ("mask_us", "p100")]
+"""The (measure, percentile) pairs whose banister / peer ratio the table prints (below 1: banister faster)."""
+
+
+def ratios(tallies: list[EngineTally]) -> dict[str, dict[str, float | None]]:
+    """banister's (the first engine's) time over each peer's, per measure: ``{peer: {"mask_us p50": r}}``."""
+    rows = [t.summary() for t in tallies]
+    out: dict[str, dict[str, float | None]] = {}
+    for other in rows[1:]:
+        out[other["engine"]] = {}
+        for key, q in RATIOS:
+            a, b = rows[0][key].get(q), other[key].get(q)
+            out[other["engine"]][f"{key} {q}"] = a / b if a and b else None
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    if not a or not b:
+        return "n/a"
+    r = a / b
+    return f"{r:.3g}x"
 
 
 def _cell(value: Any) -> str:
@@ -193,7 +301,8 @@ def _cell(value: Any) -> str:
 
 
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
-                   json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0) -> int:
+                   json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
+                   extras: bool = True) -> int:
     """The `banister bench maskbench` command."""
     from banister.vocab.named import load_named
 
@@ -204,14 +313,17 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None and sample < len(records):
         records = random.Random(seed).sample(records, sample)
-    tallies = run(records, engines, named.encode, vocab)
+    gc.collect()
+    gc.freeze()  # what a server does after start-up: the loaded tables never pause a timed mask
+    tallies = run(records, engines, named.encode, vocab, extras=extras)
     print(format_table(tallies))
     for tally in tallies:
         for line in tally.failures[:show_failures]:
             print(f"  [{tally.name}] {line}")
     if json_out:
         with open(json_out, "w") as fh:
-            json.dump({"tokenizer": tokenizer, "records": len(records), "engines": [t.summary() for t in tallies]},
-                      fh, indent=1)
+            json.dump({"tokenizer": tokenizer, "data": data, "split": split, "limit": limit, "sample": sample,
+                       "seed": seed, "records": len(records), "engines": [t.summary() for t in tallies],
+                       "ratios": ratios(tallies)}, fh, indent=1)
     return 0
 

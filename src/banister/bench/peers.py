@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from banister.compiler import Compiler
+from banister.mask.kernels import warm_up
 from banister.matcher import Matcher
 from banister.vocab import Vocabulary
 
@@ -42,6 +43,7 @@ class BanisterEngine:
     def __init__(self, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> None:
         self.vocab = vocab
         self.compiler = Compiler(vocab, cache_size=0)
+        warm_up()  # numba's code loads now, as each peer's native code is loaded before timing
 
     def compile_regex(self, pattern: str) -> Any:
         return self.compiler.regex(pattern)
@@ -52,6 +54,22 @@ class BanisterEngine:
     def matcher(self, compiled: Any) -> EngineMatcher:
         m = Matcher(compiled)
         return _Adapter(fill=m.fill_next_token_bitmask, accept=m.accept_token)
+
+    def forced_token_count(self, compiled: Any, tokens: list[int]) -> int:
+        """How many of ``tokens`` (a valid instance) lie entirely inside the bytes the grammar forces.
+
+        Before each token the matcher's jump-forward bytes are computed; the token counts when its
+        bytes are a prefix of them (an engine could have appended it without sampling).
+        """
+        m = Matcher(compiled)
+        forced = 0
+        for token in tokens:
+            data = self.vocab.token_bytes(token)
+            if data and m.jump_forward_bytes().startswith(data):
+                forced += 1
+            if not m.accept_token(token):
+                break
+        return forced
 
 
 class LLGuidanceEngine:

@@ -28,6 +28,32 @@ class TokenTrie:
     def n_nodes(self) -> int:
         return int(self.byte.shape[0])
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The trie as named arrays (for ``np.savez``); :meth:`from_arrays` reads them back."""
+        return {"byte": self.byte, "depth": self.depth, "skip": self.skip, "token_start": self.token_start,
+                "token_ids": self.token_ids, "max_depth": np.asarray(self.max_depth, dtype=np.int64)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> TokenTrie:
+        """A trie from :meth:`to_arrays`' output; raises ValueError when the arrays don't fit together."""
+        try:
+            trie = cls(
+                byte=np.ascontiguousarray(arrays["byte"], dtype=np.uint8),
+                depth=np.ascontiguousarray(arrays["depth"], dtype=np.int32),
+                skip=np.ascontiguousarray(arrays["skip"], dtype=np.int32),
+                token_start=np.ascontiguousarray(arrays["token_start"], dtype=np.int32),
+                token_ids=np.ascontiguousarray(arrays["token_ids"], dtype=np.int32),
+                max_depth=int(arrays["max_depth"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a token trie: {exc}") from None
+        n = trie.n_nodes
+        if (trie.byte.ndim != 1 or trie.depth.shape != (n,) or trie.skip.shape != (n,)
+                or trie.token_start.shape != (n + 1,) or trie.token_ids.shape != (int(trie.token_start[-1]),)
+                or trie.max_depth != (int(trie.depth.max()) if n else 0)):
+            raise ValueError("token trie arrays have inconsistent shapes")
+        return trie
+
     @classmethod
     def build(cls, tokens: Sequence[bytes], excluded: Collection[int] = ()) -> TokenTrie:
         """Build the trie of every non-empty token whose id is not in ``excluded``."""

@@ -168,6 +168,20 @@ class Vocabulary:
         """The trie of all matchable tokens, as flat arrays for the mask kernels (built once)."""
         return TokenTrie.build(self._tokens, self._special)
 
+    def load_trie(self, cache_dir: Any = None) -> TokenTrie:
+        """The trie (:attr:`trie`), read from a warm-start cache instead of built when a valid copy is there.
+
+        ``cache_dir`` is a directory, a :class:`~banister.cache.WarmCache`, or None for
+        :func:`~banister.cache.default_cache_dir`. A trie built here is stored there for the next
+        process. Does nothing when the trie is already built.
+        """
+        if "trie" not in self.__dict__:
+            from banister.cache import WarmCache
+
+            cache = cache_dir if isinstance(cache_dir, WarmCache) else WarmCache(cache_dir)
+            self.__dict__["trie"] = cache.trie(self)  # what the cached property would have stored
+        return self.trie
+
     @cached_property
     def fingerprint(self) -> str:
         """A short hash identifying the vocabulary's content (for caches keyed across processes)."""
