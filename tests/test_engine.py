@@ -310,7 +310,7 @@ def run_command(monkeypatch, capsys, argv):
 
     from banister.engine import commands
 
-    monkeypatch.setattr(commands, "load_engine", lambda model, stream=None: toy_engine())
+    monkeypatch.setattr(commands, "load_engine", lambda model, stream=None, threads=None: toy_engine())
     parser = argparse.ArgumentParser()
     commands.add_commands(parser.add_subparsers())
     args = parser.parse_args(argv)

@@ -96,7 +96,7 @@ def test_the_logits_processor_with_model_generate(engine):
 
 
 def test_the_demo_command(engine, monkeypatch):
-    monkeypatch.setattr(commands, "load_engine", lambda model, stream=None: engine)
+    monkeypatch.setattr(commands, "load_engine", lambda model, stream=None, threads=None: engine)
     parser = argparse.ArgumentParser()
     commands.add_commands(parser.add_subparsers())
     args = parser.parse_args(["demo", "--max-tokens", "80"])

@@ -6,8 +6,10 @@ once against the model's vocabulary, then drive any decoding loop with one cheap
 
 from banister.compiler import CompiledGrammar, Compiler
 from banister.errors import BanisterError, LimitError, RegexError, VocabularyError
+from banister.grammar.structural import StructuralTagError, Tag
 from banister.mask.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
-from banister.matcher import Matcher
+from banister.cache import WarmCache
+from banister.matcher import Matcher, fill_next_token_bitmask_batch
 from banister.vocab import Vocabulary
 
 __all__ = [
@@ -17,9 +19,13 @@ __all__ = [
     "LimitError",
     "Matcher",
     "RegexError",
+    "StructuralTagError",
+    "Tag",
     "Vocabulary",
     "VocabularyError",
+    "WarmCache",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "fill_next_token_bitmask_batch",
 ]
 __version__ = "0.1.0"

@@ -88,7 +88,8 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
     from banister.bench.maskbench import main_maskbench
 
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
-                          json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed)
+                          json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
+                          extras=not args.no_extras)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,13 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
+    mb.add_argument("--no-extras", action="store_true",
+                    help="skip banister's untimed extras: jump-forward share and memory per compiled grammar")
     mb.set_defaults(run=_cmd_bench_maskbench)
 
     from banister.engine.commands import add_commands as add_engine_commands
     from banister.lab.commands import add_commands as add_lab_commands
+    from banister.server.commands import add_commands as add_server_commands
 
     add_engine_commands(sub)
     add_lab_commands(sub)
+    add_server_commands(sub)
     return parser
 
 

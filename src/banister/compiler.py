@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -11,12 +12,14 @@ from typing import Any, Literal
 from dataclasses import dataclass, field
 
 from banister.automaton import RegexAutomaton, TokenAutomaton
+from banister.cache import WarmCache
 from banister.errors import BanisterError
 from banister.grammar.ir import Grammar
 from banister.parser.recognizer import GrammarAutomaton
 from banister.regex import compile_regex
 from banister.vocab import Vocabulary
 
+_DFA_KINDS = frozenset({"regex", "choice"})  # kinds the warm cache stores as a DFA (the others as Grammar IR)
 _REGEX_META = frozenset("\\^$.|?*+()[]{}/-")
 
 
@@ -53,9 +56,15 @@ class Compiler:
         Most DFA states one pattern may build before compilation fails with ``LimitError``.
     cache_size:
         How many compiled grammars to keep (least recently used are dropped). 0 disables the cache.
+    cache_dir:
+        A warm-start cache (a directory or a :class:`~banister.cache.WarmCache`), off by default. With
+        one, the vocabulary's token trie is read from it now (or built and stored), and each compile
+        first looks there for the front end's output (Grammar IR, regex DFA) and stores it after a
+        miss, so a new process does not pay them again. Unreadable entries are ignored and rewritten.
     """
 
-    def __init__(self, vocab: Vocabulary, *, max_states: int = 10_000, cache_size: int = 256) -> None:
+    def __init__(self, vocab: Vocabulary, *, max_states: int = 10_000, cache_size: int = 256,
+                 cache_dir: str | os.PathLike[str] | WarmCache | None = None) -> None:
         if max_states < 1 or cache_size < 0:
             raise ValueError(f"max_states must be >= 1 and cache_size >= 0 (got {max_states}, {cache_size})")
         self.vocab = vocab
@@ -63,6 +72,11 @@ class Compiler:
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str], CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
+        self.warm_cache = None if cache_dir is None else cache_dir if isinstance(cache_dir, WarmCache) \
+            else WarmCache(cache_dir)
+        self._storing = threading.local()  # the warm-cache key of the entry being built on this thread
+        if self.warm_cache is not None:
+            vocab.load_trie(self.warm_cache)
 
     def regex(self, pattern: str) -> CompiledGrammar:
         """Compile a regex that the whole output must match (``^``/``$`` at the ends are optional)."""
@@ -85,7 +99,8 @@ class Compiler:
 
         ``options`` are those of :func:`banister.grammar.json_schema.json_schema_to_grammar`:
         ``strict``, ``key_order`` ("schema" or "any"), ``whitespace`` ("flexible", "compact",
-        "pretty"), ``max_whitespace``, ``max_nesting``, ``draft``, ``unsupported_formats``.
+        "pretty"), ``max_whitespace``, ``max_nesting``, ``draft``, ``unsupported_formats``,
+        ``unknown_formats``.
         Raises ``SchemaError`` naming the keyword and its JSON pointer, or ``LimitError``.
         """
         from banister.grammar.json_schema import json_schema_to_grammar
@@ -115,6 +130,43 @@ class Compiler:
         key = syntax + "\x00" + text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
         return self._cached("grammar", key, lambda: self._grammar_automaton(parsers[syntax](text, **options)))
 
+    def structural_tag(
+        self,
+        tags: Sequence[Any],
+        triggers: Sequence[str] | None = None,
+        at_least_one: bool = False,
+        stop_after_first: bool = False,
+        json_options: Mapping[str, Any] | None = None,
+    ) -> CompiledGrammar:
+        """Compile free text with tags (structural tags / lazy grammars): see docs/grammars.md.
+
+        Outside tags any text is allowed, except that writing one of ``triggers`` (default: every
+        tag's ``begin``) enters a tag: the text from the trigger on must be the begin of a
+        :class:`~banister.grammar.structural.Tag` that starts with that trigger, then its body (JSON
+        under its ``schema``, any JSON when the schema is None, or its ``grammar``), then its ``end``;
+        then free text again. ``at_least_one``: EOS only after a tag. ``stop_after_first``: the output
+        ends with the first tag's end. ``json_options`` go to the JSON Schema compile of the tags'
+        schemas (``strict``, ``whitespace``, ...). Raises ``StructuralTagError`` (a ``GrammarError``)
+        for bad arguments, ``SchemaError`` or ``LimitError``.
+        """
+        from banister.grammar.structural import _check_tags, _check_triggers, structural_tag_grammar
+
+        tag_list = _check_tags(tags)
+        trigger_list = None if triggers is None else _check_triggers(triggers, from_begins=False)
+        key = json.dumps(
+            [[t.key() for t in tag_list], trigger_list, bool(at_least_one), bool(stop_after_first), json_options],
+            sort_keys=True,
+            default=repr,
+        )
+        return self._cached(
+            "structural_tag",
+            key,
+            lambda: self._grammar_automaton(
+                structural_tag_grammar(tag_list, trigger_list, at_least_one=at_least_one,
+                                       stop_after_first=stop_after_first, json_options=json_options)
+            ),
+        )
+
     def grammar_ir(self, grammar: Grammar) -> CompiledGrammar:
         """Compile a grammar already in the rule form (what every grammar front end produces)."""
         return self._cached("ir", repr(grammar), lambda: self._grammar_automaton(grammar))
@@ -124,10 +176,34 @@ class Compiler:
         return {"entries": len(self._cache), "capacity": self.cache_size}
 
     def _regex_automaton(self, pattern: str) -> RegexAutomaton:
-        return RegexAutomaton(compile_regex(pattern, max_states=self.max_states), self.vocab)
+        automaton = RegexAutomaton(compile_regex(pattern, max_states=self.max_states), self.vocab)
+        disk_key = getattr(self._storing, "key", None)
+        if disk_key is not None:
+            self.warm_cache.store_dfa(disk_key, automaton.dfa)  # type: ignore[union-attr]
+        return automaton
 
     def _grammar_automaton(self, grammar: Grammar) -> GrammarAutomaton:
-        return GrammarAutomaton(grammar, self.vocab, max_states=self.max_states)
+        automaton = GrammarAutomaton(grammar, self.vocab, max_states=self.max_states)
+        disk_key = getattr(self._storing, "key", None)
+        if disk_key is not None:
+            self.warm_cache.store_grammar(disk_key, grammar)  # type: ignore[union-attr]
+        return automaton
+
+    def _warm(self, kind: str, disk_key: str) -> TokenAutomaton | None:
+        """The automaton rebuilt from the warm cache's entry, or None (absent, unreadable, or failing)."""
+        cache = self.warm_cache
+        if cache is None:
+            return None
+        try:
+            if kind in _DFA_KINDS:
+                dfa = cache.load_dfa(disk_key)
+                return None if dfa is None else RegexAutomaton(dfa, self.vocab)  # type: ignore[return-value]
+            grammar = cache.load_grammar(disk_key)
+            if grammar is None:
+                return None
+            return GrammarAutomaton(grammar, self.vocab, max_states=self.max_states)  # type: ignore[return-value]
+        except Exception:  # noqa: BLE001 - never trust a cache over a cold compile, which raises the real error
+            return None
 
     def _cached(self, kind: str, key: str, build: Callable[[], TokenAutomaton]) -> CompiledGrammar:
         with self._lock:
@@ -136,7 +212,17 @@ class Compiler:
                 self._cache.move_to_end((kind, key))
                 return hit
         start = time.perf_counter()
-        automaton = build()
+        automaton = None
+        disk_key = None
+        if self.warm_cache is not None and kind != "ir":  # "ir" has no front end to skip
+            disk_key = self.warm_cache.grammar_key(kind, key, self.max_states)
+            automaton = self._warm(kind, disk_key)
+        if automaton is None:
+            self._storing.key = disk_key
+            try:
+                automaton = build()
+            finally:
+                self._storing.key = None
         compiled = CompiledGrammar(automaton, kind, key, time.perf_counter() - start)
         if self.cache_size:
             with self._lock:

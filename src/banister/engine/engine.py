@@ -18,6 +18,7 @@ One :meth:`Engine.step`, in order:
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections import deque
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from banister.cache import WarmCache
 from banister.compiler import Compiler
 from banister.engine.guide import Guide, VocabIndex, closing_bytes, compile_request
 from banister.engine.hf import HFLanguageModel, HFTokenizer
@@ -123,6 +125,9 @@ class Engine:
         the two compete for the same cores; see docs/engine.md).
     seed:
         Seed of the generator for requests without their own seed (default None: torch's global one).
+    cache_dir:
+        Warm-start cache of the engine's :class:`~banister.Compiler` (default None: off; the CLI and
+        the server use :func:`banister.cache.default_cache_dir`).
     """
 
     def __init__(
@@ -134,6 +139,7 @@ class Engine:
         jump_forward: bool = True,
         overlap_masks: bool = False,
         seed: int | None = None,
+        cache_dir: str | os.PathLike[str] | WarmCache | None = None,
     ) -> None:
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
@@ -150,7 +156,7 @@ class Engine:
                 f"the tokenizer's vocabulary has {self.vocabulary.vocab_size} ids but the model's logits "
                 f"are {self.model.vocab_size} wide"
             )
-        self.compiler = Compiler(self.vocabulary)
+        self.compiler = Compiler(self.vocabulary, cache_dir=cache_dir)
         self.max_batch_size = max_batch_size
         self.jump_forward = jump_forward
         self.overlap_masks = overlap_masks

@@ -30,8 +30,18 @@ _SEARCH_LIMIT = 4000
 def compile_request(compiler: Compiler, params: SamplingParams, options: RequestOptions) -> CompiledGrammar | None:
     """The compiled grammar of a request's structured-output field, or None for free text.
 
-    Compile errors (``RegexError``, ``SchemaError``, ``GrammarError``, ``LimitError``) propagate.
+    A precompiled ``options.grammar`` is used as is (``ValueError`` when a structured-output field is
+    set too, or when it was compiled for another vocabulary). Compile errors (``RegexError``,
+    ``SchemaError``, ``GrammarError``, ``LimitError``) propagate.
     """
+    if options.grammar is not None:
+        given = [name for name in ("regex", "choice", "json_schema", "grammar") if getattr(params, name) is not None]
+        if given or params.json_object:
+            raise ValueError(f"RequestOptions.grammar and SamplingParams.{(given or ['json_object'])[0]} both given")
+        theirs = options.grammar.vocab
+        if theirs is not compiler.vocab and theirs.fingerprint != compiler.vocab.fingerprint:
+            raise ValueError("RequestOptions.grammar was compiled for another vocabulary than the engine's")
+        return options.grammar
     if params.regex is not None:
         return compiler.regex(params.regex)
     if params.choice is not None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from banister.sampling import TokenLogprobs
+
+if TYPE_CHECKING:
+    from banister.compiler import CompiledGrammar
 
 Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
 """A raw text prompt, its token ids, or chat messages (``{"role": ..., "content": ...}``) that go
@@ -46,6 +49,10 @@ class RequestOptions:
         ``{"whitespace": "pretty"}`` (one line, ``json.dumps``' separators); e.g.
         ``{"whitespace": "flexible"}`` lets the model lay the JSON out, ``{"strict": True}`` closes
         objects as OpenAI's strict mode does.
+    grammar:
+        A grammar compiled by the caller against the engine's vocabulary (e.g. with
+        ``engine.compiler.structural_tag(...)``), for constraints that SamplingParams has no field
+        for. Give it or a structured-output field of SamplingParams, not both (default None).
     """
 
     jump_forward: bool | None = None
@@ -53,6 +60,7 @@ class RequestOptions:
     close_within_budget: bool = False
     grammar_syntax: Literal["gbnf", "lark"] = "gbnf"
     json_options: Mapping[str, Any] = field(default_factory=dict)
+    grammar: CompiledGrammar | None = None
 
     def __post_init__(self) -> None:
         if self.grammar_syntax not in ("gbnf", "lark"):

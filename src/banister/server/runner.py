@@ -1,0 +1,261 @@
+"""One thread owns the engine; asyncio request handlers talk to it through :class:`Job` objects.
+
+The engine's step API is synchronous and not meant to be driven from two threads, and a fast
+tokenizer must not be used from two threads at once. So every engine call (tokenising the
+prompt, compiling the grammar, :meth:`~banister.engine.Engine.step`) happens on the runner's
+thread, which loops:
+
+1. take the submitted requests and the cancellations (from any thread, under a lock);
+2. add the new requests to the engine (tokenise and compile: a failure goes to that request's job);
+3. abort the cancelled ones (their slot is free once the engine reports them finished);
+4. step the engine while it has requests, and hand every output to its job on the event loop
+   (``call_soon_threadsafe``); sleep when there is nothing to do.
+
+The runner also bounds the work in flight: the engine's batch plus ``max_queue`` waiting
+requests; :meth:`EngineRunner.submit` raises :class:`QueueFullError` beyond that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from banister.compiler import CompiledGrammar, Compiler
+from banister.engine.engine import Engine
+from banister.engine.types import Prompt, RequestOptions, RequestOutput
+from banister.sampling import SamplingParams
+
+log = logging.getLogger("banister.server")
+
+
+class QueueFullError(Exception):
+    """The engine's batch and the waiting queue are full; try again later (HTTP 429)."""
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """What one engine request needs.
+
+    ``template_kwargs`` go to the chat template (e.g. ``tools``); ``grammar``, when given, compiles
+    the request's constraint with the engine's compiler on the engine thread (it becomes
+    ``RequestOptions.grammar``; its time counts in ``engine.stats.compile_seconds``).
+    """
+
+    prompt: Prompt
+    params: SamplingParams
+    options: RequestOptions = field(default_factory=RequestOptions)
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    grammar: Callable[[Compiler], CompiledGrammar] | None = None
+
+
+class Job:
+    """The engine requests of one HTTP request, seen from the event loop.
+
+    Outputs arrive as ``(index, RequestOutput)`` where ``index`` is the request's position in the
+    list given to :meth:`EngineRunner.submit`. Outputs are snapshots (text only grows), so when the
+    reader falls behind only each request's latest one is kept: memory stays bounded for a slow
+    streaming client.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, request_ids: list[str]) -> None:
+        self.request_ids = request_ids
+        self._loop = loop
+        self._latest: dict[int, RequestOutput] = {}
+        self._changed = asyncio.Event()
+        self._accepted = 0
+        self._accepted_event = asyncio.Event()
+        self._error: BaseException | None = None
+
+    async def accepted(self) -> None:
+        """Wait until the engine took every request (prompt tokenised, grammar compiled).
+
+        Raises the first error the engine raised for one of them (``SchemaError``, ...).
+        """
+        await self._accepted_event.wait()
+        if self._error is not None:
+            raise self._error
+
+    async def outputs(self) -> AsyncIterator[tuple[int, RequestOutput]]:
+        """The latest output of each request that changed, until all have finished; raises an
+        error the engine raised."""
+        await self.accepted()
+        finished: set[int] = set()
+        while len(finished) < len(self.request_ids):
+            await self._changed.wait()
+            self._changed.clear()
+            if self._error is not None:
+                raise self._error
+            changed, self._latest = self._latest, {}
+            for index, out in sorted(changed.items()):
+                if out.finished:
+                    finished.add(index)
+                yield index, out
+
+    # -- called on the runner thread (through _post, so they run on the event loop) -------------------------
+
+    def _post(self, callback: Any, *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the event loop is closed: nobody is waiting any more
+            pass
+
+    def _on_accepted(self) -> None:
+        self._accepted += 1
+        if self._accepted == len(self.request_ids):
+            self._accepted_event.set()
+
+    def _on_output(self, index: int, output: RequestOutput) -> None:
+        self._latest[index] = output
+        self._changed.set()
+
+    def _on_error(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+        self._accepted_event.set()
+        self._changed.set()
+
+
+class EngineRunner:
+    """Runs an :class:`~banister.engine.Engine` on its own thread for asyncio request handlers.
+
+    Parameters
+    ----------
+    engine:
+        The engine; nothing else may call it while the runner runs.
+    max_queue:
+        Engine requests that may wait beyond the engine's batch (``max_batch_size``).
+    """
+
+    def __init__(self, engine: Engine, max_queue: int) -> None:
+        self.engine = engine
+        self.capacity = engine.max_batch_size + max_queue
+        self._cond = threading.Condition()
+        self._submitted: deque[tuple[str, int, EngineRequest, Job]] = deque()
+        self._cancels: set[str] = set()
+        self._live: dict[str, tuple[int, Job]] = {}  # request id -> (index in its job, job)
+        self._ids = itertools.count()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Engine requests submitted and not finished yet."""
+        with self._cond:
+            return len(self._live)
+
+    @property
+    def submitted(self) -> int:
+        """Requests handed to the runner that the engine has not taken yet."""
+        with self._cond:
+            return len(self._submitted)
+
+    def start(self) -> None:
+        """Start the engine thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="banister-engine", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the engine thread after its current step; unfinished requests are left as they are."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def submit(self, requests: list[EngineRequest]) -> Job:
+        """Queue requests from the running event loop; raises :class:`QueueFullError` when over capacity."""
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            if len(self._live) + len(requests) > self.capacity:
+                raise QueueFullError(
+                    f"the server is busy: {len(self._live)} requests in flight, at most {self.capacity} "
+                    f"(the batch of {self.engine.max_batch_size} plus max_queue); retry later"
+                )
+            ids = [f"req-{next(self._ids)}" for _ in requests]
+            job = Job(loop, ids)
+            for index, (request_id, request) in enumerate(zip(ids, requests, strict=True)):
+                self._live[request_id] = (index, job)
+                self._submitted.append((request_id, index, request, job))
+            self._cond.notify()
+        return job
+
+    def cancel(self, job: Job) -> None:
+        """Abort the job's unfinished requests (safe to call more than once, from any thread)."""
+        with self._cond:
+            live = [i for i in job.request_ids if i in self._live]
+            if live:
+                self._cancels.update(live)
+                self._cond.notify()
+
+    # -- the engine thread -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        engine = self.engine
+        while True:
+            with self._cond:
+                while not (self._stopping or self._submitted or self._cancels or engine.has_unfinished_requests()):
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                submitted, self._submitted = self._submitted, deque()
+                cancels, self._cancels = self._cancels, set()
+            for request_id, _, request, job in submitted:
+                if request_id in cancels:
+                    cancels.discard(request_id)
+                    self._forget(request_id)
+                    continue
+                self._add(request_id, request, job)
+            for request_id in cancels:
+                engine.abort(request_id)
+            if engine.has_unfinished_requests():
+                self._step()
+
+    def _add(self, request_id: str, request: EngineRequest, job: Job) -> None:
+        engine = self.engine
+        try:
+            prompt, options = request.prompt, request.options
+            if request.template_kwargs:
+                prompt = engine.tokenizer.chat_prompt(list(prompt), **request.template_kwargs)  # type: ignore[arg-type]
+            if request.grammar is not None:
+                start = time.perf_counter()
+                options = replace(options, grammar=request.grammar(engine.compiler))
+                engine.stats.compile_seconds += time.perf_counter() - start
+            engine.add_request(request_id, prompt, request.params, options)
+        except Exception as exc:  # noqa: BLE001 - a bad request: only its own job hears about it
+            self._forget(request_id)
+            job._post(job._on_error, exc)
+            return
+        job._post(job._on_accepted)
+
+    def _step(self) -> None:
+        try:
+            outputs = self.engine.step()
+        except Exception as exc:  # the engine is in an unknown state: fail everything in flight
+            log.exception("engine step failed")
+            with self._cond:
+                live, self._live = self._live, {}
+            for request_id, (_, job) in live.items():
+                self.engine.abort(request_id)
+                job._post(job._on_error, exc)
+            return
+        for out in outputs:
+            with self._cond:
+                entry = self._live.get(out.request_id)  # type: ignore[call-overload]
+                if entry is not None and out.finished:
+                    del self._live[out.request_id]  # type: ignore[arg-type]
+            if entry is not None:
+                index, job = entry
+                job._post(job._on_output, index, out)
+
+    def _forget(self, request_id: str) -> None:
+        with self._cond:
+            self._live.pop(request_id, None)
