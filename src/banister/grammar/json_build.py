@@ -113,6 +113,14 @@ class _Rules:
             )
         return Ref(name)
 
+    def grow(self, size: int) -> None:
+        """Count ``size`` more symbols, written into ``rules`` directly (LimitError past the cap)."""
+        self._size += size
+        if self._size > self._settings.max_grammar_size:
+            raise LimitError(
+                f"the grammar grew past {self._settings.max_grammar_size} symbols", setting="max_grammar_size"
+            )
+
     def add(self, prefix: str, alternatives: Iterable[Iterable[Symbol | None]]) -> Ref:
         return self.define(self.fresh(prefix), alternatives)
 
@@ -133,23 +141,26 @@ class _Rules:
             return Grammar({"start": ()}, "start")
         rules = dict(self.rules)
         rules["start"] = [(start,)]
-        productive = _productive(rules)
+        productive, complete = _productive(rules)
         if "start" not in productive:
             return Grammar({"start": ()}, "start")
-        kept = {
-            name: [a for a in alts if all(isinstance(s, Lexeme) or s.name in productive for s in a)]
-            for name, alts in rules.items()
-            if name in productive
-        }
+        if complete:
+            kept = rules
+        else:
+            kept = {
+                name: [a for a in alts if all(type(s) is not Ref or s.name in productive for s in a)]
+                for name, alts in rules.items()
+                if name in productive
+            }
         # Inline rules with a single one-symbol alternative.
         alias: dict[str, Symbol] = {}
         for name, alts in kept.items():
-            if name != "start" and len(alts) == 1 and len(alts[0]) == 1:
+            if len(alts) == 1 and len(alts[0]) == 1 and name != "start":
                 alias[name] = alts[0][0]
 
         def resolve(sym: Symbol) -> Symbol:
             seen = 0
-            while isinstance(sym, Ref) and sym.name in alias and seen < 1000:
+            while type(sym) is Ref and sym.name in alias and seen < 1000:
                 sym = alias[sym.name]
                 seen += 1
             return sym
@@ -160,27 +171,48 @@ class _Rules:
             name = todo.pop()
             if name in out:
                 continue
-            unique = tuple(dict.fromkeys(tuple(resolve(s) for s in alt) for alt in kept[name]))
+            alts = kept[name]
+            if alias:
+                resolved = []
+                for alt in alts:
+                    for s in alt:
+                        if type(s) is Ref and s.name in alias:
+                            alt = tuple(resolve(s) for s in alt)
+                            break
+                    resolved.append(alt)
+            else:
+                resolved = alts
+            unique = (tuple(resolved) if len(resolved) < 2 else tuple(dict.fromkeys(resolved)))
             out[name] = unique
             for alt in unique:
                 for s in alt:
-                    if isinstance(s, Ref) and s.name not in out:
+                    if type(s) is Ref and s.name not in out:
                         todo.append(s.name)
         return Grammar(out, "start")
 
 
-def _productive(rules: dict[str, list[Alternative]]) -> set[str]:
-    users: dict[str, list[tuple[str, int]]] = {}
-    missing: dict[tuple[str, int], int] = {}
+def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
+    """The rules that derive some text (a worklist over alternatives, each waiting for its references),
+    and whether every alternative of every rule does (then there is nothing to remove)."""
+    users: dict[str, list[int]] = {}
+    missing: list[int] = []
+    owner: list[str] = []
     ready: list[str] = []
     for name, alts in rules.items():
-        for i, alt in enumerate(alts):
-            refs = [s.name for s in alt if isinstance(s, Ref)]
-            missing[(name, i)] = len(refs)
-            for r in refs:
-                users.setdefault(r, []).append((name, i))
+        for alt in alts:
+            refs = [s.name for s in alt if type(s) is Ref]
             if not refs:
                 ready.append(name)
+                continue
+            key = len(missing)
+            missing.append(len(refs))
+            owner.append(name)
+            for r in refs:
+                found = users.get(r)
+                if found is None:
+                    users[r] = [key]
+                else:
+                    found.append(key)
     productive: set[str] = set()
     while ready:
         name = ready.pop()
@@ -190,8 +222,8 @@ def _productive(rules: dict[str, list[Alternative]]) -> set[str]:
         for key in users.get(name, ()):
             missing[key] -= 1
             if missing[key] == 0:
-                ready.append(key[0])
-    return productive
+                ready.append(owner[key])
+    return productive, len(productive) == len(rules) and not any(missing)
 
 
 class JsonGrammarBuilder:
@@ -285,21 +317,33 @@ class JsonGrammarBuilder:
         key = ("any", depth)
         if key in self._cache:
             return self._cache[key]  # type: ignore[return-value]
-        scalars = [self._lex("null|true|false"), self._lex(NUMBER), self.string]
-        if depth == 0:
-            ref = self.r.add("any", [(s,) for s in scalars])
-        else:
-            inner = self.any_value(depth - 1)
-            member = self.r.add("member", [(self.string, self.colon, inner)])
-            members = self.r.add("members", [])
-            self.r.define(members.name, [(member,), (members, self.comma, member)])
-            items = self.r.add("items", [])
-            self.r.define(items.name, [(inner,), (items, self.comma, inner)])
-            obj = self.r.add("object", [(self.empty_obj,), (self.open_obj, members, self.close_obj)])
-            arr = self.r.add("array", [(self.empty_arr,), (self.open_arr, items, self.close_arr)])
-            ref = self.r.add("any", [*((s,) for s in scalars), (obj,), (arr,)])
-        self._cache[key] = ref
-        return ref
+        # Built level by level from the deepest one not built yet (the names are taken in the order a
+        # recursive build would take them); each level is six rules written straight into the table.
+        low = depth
+        while low > 0 and ("any", low - 1) not in self._cache:
+            low -= 1
+        scalars = [(self._lex("null|true|false"),), (self._lex(NUMBER),), (self.string,)]
+        r = self.r
+        rules = r.rules
+        ref = None
+        for level in range(low, depth + 1):
+            if level == 0:
+                name = r.fresh("any")
+                rules.setdefault(name, []).extend(scalars)
+                r.grow(6)
+            else:
+                inner = self._cache[("any", level - 1)]
+                member, members, items = Ref(r.fresh("member")), Ref(r.fresh("members")), Ref(r.fresh("items"))
+                obj, arr, name = Ref(r.fresh("object")), Ref(r.fresh("array")), r.fresh("any")
+                rules.setdefault(member.name, []).append((self.string, self.colon, inner))
+                rules.setdefault(members.name, []).extend([(member,), (members, self.comma, member)])
+                rules.setdefault(items.name, []).extend([(inner,), (items, self.comma, inner)])
+                rules.setdefault(obj.name, []).extend([(self.empty_obj,), (self.open_obj, members, self.close_obj)])
+                rules.setdefault(arr.name, []).extend([(self.empty_arr,), (self.open_arr, items, self.close_arr)])
+                rules.setdefault(name, []).extend([*scalars, (obj,), (arr,)])
+                r.grow(38)
+            ref = self._cache[("any", level)] = Ref(name)
+        return ref  # type: ignore[return-value]
 
     def value(self, value: Any) -> Symbol | None:
         """Exactly one JSON value (objects in their own key order)."""

@@ -219,6 +219,16 @@ class ObjTerm:
 
 _TERM_TYPES = {"number": NumTerm, "string": StrTerm, "array": ArrTerm, "object": ObjTerm}
 _DEFAULT_TERMS = {kind: cls() for kind, cls in _TERM_TYPES.items()}
+_ARRAY_KEYWORDS = frozenset(
+    ("minItems", "maxItems", "prefixItems", "items", "additionalItems", "unevaluatedItems", "contains", "uniqueItems")
+)
+"""The keywords :meth:`Logic._array_term` reads (``minContains``/``maxContains`` only with ``contains``)."""
+_DEFAULT_NUM, _DEFAULT_STR, _DEFAULT_ARR, _DEFAULT_OBJ = (
+    _DEFAULT_TERMS["number"],
+    _DEFAULT_TERMS["string"],
+    _DEFAULT_TERMS["array"],
+    _DEFAULT_TERMS["object"],
+)
 """One shared unconstrained term per type (terms are immutable), so most checks are by identity."""
 
 
@@ -246,7 +256,10 @@ class Shape:
         return term is default or term == default
 
     def only(self, kinds: Iterable[str]) -> Shape:
-        return replace(self, types=self.types & frozenset(kinds))
+        # As dataclasses.replace(self, types=...), without its per-call field walk.
+        return Shape(
+            self.types & frozenset(kinds), self.boolean, self.number, self.string, self.array, self.object, self.narrowed
+        )
 
 
 ANY = Shape(ALL_TYPES)
@@ -739,14 +752,34 @@ class Logic:
         shape = Shape(frozenset(types), number=NumTerm(integer=integer, plain=plain))
         if "enum" in s or "const" in s:
             shape = merge(shape, self._enum_shape(loc))
-        shape = replace(
-            shape,
-            number=merge_num(shape.number, self._number_term(loc)),
-            string=merge_str(shape.string, self._string_term(loc)),
-            array=merge_arr(shape.array, self._array_term(loc)),
-            object=merge_obj(shape.object, self._object_term(loc)),
+            return replace(
+                shape,
+                number=merge_num(shape.number, self._number_term(loc)),
+                string=merge_str(shape.string, self._string_term(loc)),
+                array=merge_arr(shape.array, self._array_term(loc)),
+                object=merge_obj(shape.object, self._object_term(loc)),
+            )
+        # The terms start out fresh (no duplicates, defaults elsewhere): merging in a term with no
+        # constraint (all fields, annotations too, equal to the default's) gives the start term back.
+        num, string, array, obj = (
+            self._number_term(loc),
+            self._string_term(loc),
+            self._array_term(loc),
+            self._object_term(loc),
         )
-        return shape
+        return Shape(
+            shape.types,
+            shape.boolean,
+            shape.number if num == _DEFAULT_NUM else merge_num(shape.number, num),
+            shape.string if string == _DEFAULT_STR else merge_str(shape.string, string),
+            shape.array
+            if array == _DEFAULT_ARR and array.evaluated == _DEFAULT_ARR.evaluated
+            else merge_arr(shape.array, array),
+            shape.object
+            if obj == _DEFAULT_OBJ and obj.evaluated == _DEFAULT_OBJ.evaluated
+            else merge_obj(shape.object, obj),
+            shape.narrowed,
+        )
 
     def _enum_shape(self, loc: Location) -> Shape:
         s, p = loc.schema, loc.pointer
@@ -834,6 +867,8 @@ class Logic:
 
     def _array_term(self, loc: Location) -> ArrTerm:
         s, p = loc.schema, loc.pointer
+        if s.keys().isdisjoint(_ARRAY_KEYWORDS):
+            return _DEFAULT_ARR  # what the code below gives: no bounds, items, contains; 0 items evaluated
         term = ArrTerm(min_items=_count(s, "minItems", p), max_items=_count(s, "maxItems", p, None))
         at: list[tuple[int, Node]] = []
         rest: list[tuple[int, Node]] = []

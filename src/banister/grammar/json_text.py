@@ -10,6 +10,7 @@ accepted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
@@ -206,6 +207,9 @@ def json_strings(values: Iterable[str]) -> str | None:
 
     Shared prefixes are factored (a trie), so a large enum stays linear in its total length.
     """
+    if isinstance(values, (list, tuple)) and len(values) == 1:
+        # One string: the trie is a chain, written character by character.
+        return '"' + "".join([_char_text(ch) for ch in values[0]]) + '"'
     root: dict = {}
     count = 0
     for value in values:
@@ -227,10 +231,10 @@ def _trie_regex(node: dict, depth: int) -> str:
     for ch, child in node.items():
         if ch == "":
             continue
-        text = [json_char(charset.single(ord(ch)))]
+        text = [_char_text(ch)]
         while len(child) == 1 and "" not in child:
             ((nxt, child),) = child.items()
-            text.append(json_char(charset.single(ord(nxt))))
+            text.append(_char_text(nxt))
         rest = _trie_regex(child, depth + 1) if child.keys() != {""} else ""
         parts.append("".join(text) + rest)
     if not parts:
@@ -314,6 +318,11 @@ def json_keys_except(names: Iterable[str]) -> str:
     once in the regex and its multi-byte states are shared), or by ending at a node that is not a name;
     then anything may follow. The size is linear in the names' total length.
     """
+    return _keys_except(tuple(names))
+
+
+@lru_cache(maxsize=1024)
+def _keys_except(names: tuple[str, ...]) -> str:
     root: dict = {}
     for name in names:
         node = root
@@ -321,25 +330,180 @@ def json_keys_except(names: Iterable[str]) -> str:
             node = node.setdefault(ch, {})
         node[""] = True
     deviations = _deviation_regex(root, 0)
-    groups: dict[str, list[str]] = {}
-    prefixes: list[str] = []
-    stack: list[tuple[dict, str]] = [(root, "")]
+    if not _NOT_PLAIN.search("".join(names)):
+        return _plain_keys_except(names, root, deviations)
+    # Each trie node's leave step; groups in the order a depth-first walk (last branch first) meets them.
+    step_of: dict[int, str | None] = {}
+    groups: dict[str, None] = {}
+    order: list[dict] = []
+    stack: list[dict] = [root]
     while stack:
-        node, path = stack.pop()
+        node = stack.pop()
+        order.append(node)
         step = _leave_step(frozenset(c for c in node if c))
+        step_of[id(node)] = step
         if step is not None:
-            groups.setdefault(step, []).append(path)
+            groups.setdefault(step, None)
+        stack.extend(child for c, child in node.items() if c)
+    # What each subtree holds: the leave steps of its nodes, and _PREFIX when a node is not a name.
+    below: dict[int, set] = {}
+    for node in reversed(order):
+        held: set[object] = {step_of[id(node)]}
         if "" not in node:
-            prefixes.append(path)
-        stack.extend((child, path + c) for c, child in node.items() if c)
+            held.add(_PREFIX)
+        for c, child in node.items():
+            if c:
+                held |= below[id(child)]
+        below[id(node)] = held
     alts = []
     if deviations:
         alts.append(f"(?:{deviations}){ANY_CHAR}*")
-    for step, paths in groups.items():
-        alts.append(_paths_regex(paths) + step + ANY_CHAR + "*")
-    if prefixes:
-        alts.append(_paths_regex(prefixes))
+    for step in groups:
+        every = len(groups) == 1 and None not in below[id(root)]
+        alts.append(_marked_regex(root, step, step_of, below, every) + step + ANY_CHAR + "*")
+    if _PREFIX in below[id(root)]:
+        alts.append(_marked_regex(root, _PREFIX, step_of, below))
     return '"(?:' + "|".join(alts) + ')"'
+
+
+_PREFIX = object()
+_NOT_PLAIN = re.compile(r'[^\x20-\x7e]|["\\/]')
+"""A character that is not printable ASCII, or that has a short escape: only names free of these take
+the fast path below, where every trie node leaves by the same non-ASCII or escaped characters."""
+
+
+def _plain_keys_except(names: tuple[str, ...], root: dict, deviations: str) -> str:
+    """:func:`_keys_except` for names of plain printable ASCII (no ``"``, ``\\`` or ``/``): every node's
+    leave step is ``_leave_step(frozenset())``, so there is one group holding every node."""
+    step = _leave_step(frozenset())
+    assert step is not None
+    order: list[dict] = []
+    stack: list[dict] = [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(child for c, child in node.items() if c)
+    if len(order) - 1 > _MAX_GROUP_NESTING + 1 and max(map(len, names)) > _MAX_GROUP_NESTING + 1:
+        # Where the every-node walk of _marked_regex would nest too deeply.
+        raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
+    # Bottom up, as _marked_regex writes them: ``texts``, every prefix of a name (every node marked);
+    # for each node with a node that is not a name at or below it, ``after``, the text for the strings
+    # from it to such nodes once its character is written (along a run of name nodes with one such
+    # branch, then that node's group), and ``kids``, its branches towards them (last first). Depths
+    # need no check after the one above: these groups nest no deeper than ``texts``.
+    texts: dict[int, str] = {}
+    after: dict[int, str] = {}
+    kids: dict[int, list[tuple[str, dict]]] = {}
+    for node in reversed(order):
+        if len(node) == 1 and "" not in node:
+            # A node inside a name with one branch (most nodes): not a name itself.
+            ((c, child),) = node.items()
+            char = _char_text(c)
+            texts[id(node)] = "(?:" + char + texts[id(child)] + ")?"
+            if id(child) in after:
+                kids[id(node)] = [(c, child)]
+                after[id(node)] = "(?:" + char + after[id(child)] + ")?"
+            else:
+                kids[id(node)] = []
+                after[id(node)] = ""
+            continue
+        branches = [(c, child) for c, child in reversed(node.items()) if c]
+        texts[id(node)] = (
+            "(?:" + "|".join([_char_text(c) + texts[id(child)] for c, child in branches]) + ")?" if branches else ""
+        )
+        here = [(c, child) for c, child in branches if id(child) in after]
+        name = "" in node
+        if not here and name:
+            continue
+        kids[id(node)] = here
+        parts = [_char_text(c) + after[id(child)] for c, child in here]
+        if not parts:
+            whole = ""
+        elif not name:
+            whole = "(?:" + "|".join(parts) + ")?"
+        else:
+            whole = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+        after[id(node)] = parts[0] if name and len(parts) == 1 else whole
+    every = texts[id(root)]
+    alts = []
+    if deviations:
+        alts.append(f"(?:{deviations}){ANY_CHAR}*")
+    alts.append(("(?:" + every + ")" if every else "") + step + ANY_CHAR + "*")
+    if id(root) in kids:
+        body = _prefix_body(root, kids, after)
+        alts.append("(?:" + body + ")" if body else "")
+    return '"(?:' + "|".join(alts) + ')"'
+
+
+def _prefix_body(root: dict, kids: dict[int, list[tuple[str, dict]]], after: dict[int, str]) -> str:
+    """The group of the root for the paths to nodes that are not names (``after`` without the run)."""
+    parts = [_char_text(c) + after[id(child)] for c, child in kids[id(root)]]
+    if not parts:
+        return ""
+    if "" not in root:
+        return "(?:" + "|".join(parts) + ")?"
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _marked_regex(
+    root: dict, mark: object, step_of: dict[int, str | None], below: dict[int, set], every: bool = False
+) -> str:
+    """A regex for exactly the paths from ``root`` to the nodes marked ``mark`` (a leave step, or
+    ``_PREFIX`` for the nodes that are not names), wrapped as one unit: the regex of the trie of those
+    paths, written as :func:`_trie_regex` would (branches last first, as the walk meets them).
+    ``every``: every node is marked."""
+
+    def marked(node: dict) -> bool:
+        return (mark in below[id(node)]) and (
+            ("" not in node) if mark is _PREFIX else step_of[id(node)] == mark
+        )
+
+    def branches(node: dict) -> list[tuple[str, dict]]:
+        return [(c, child) for c, child in reversed(node.items()) if c and mark in below[id(child)]]
+
+    def walk(node: dict, here: list[tuple[str, dict]], depth: int) -> str:
+        if depth > _MAX_GROUP_NESTING:
+            raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
+        parts: list[str] = []
+        for ch, child in here:
+            text = [_char_text(ch)]
+            nxt = branches(child)
+            while len(nxt) == 1 and not marked(child):
+                ch, child = nxt[0]
+                text.append(_char_text(ch))
+                nxt = branches(child)
+            rest = walk(child, nxt, depth + 1) if nxt else ""
+            parts.append("".join(text) + rest)
+        if not parts:
+            return ""
+        if marked(node):
+            return "(?:" + "|".join(parts) + ")?"
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    def walk_all(node: dict, depth: int) -> str:
+        # Every node marked: each branch is one character and an optional rest.
+        if depth > _MAX_GROUP_NESTING:
+            raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
+        parts = [
+            _char_text(ch) + (walk_all(child, depth + 1) if len(child) > ("" in child) else "")
+            for ch, child in reversed(node.items())
+            if ch
+        ]
+        return "(?:" + "|".join(parts) + ")?" if parts else ""
+
+    body = walk_all(root, 0) if every else walk(root, branches(root), 0)
+    return "(?:" + body + ")" if body else ""
+
+
+_CHAR_TEXT: dict[str, str] = {}
+
+
+def _char_text(ch: str) -> str:
+    """:func:`json_char` of one character (memoised by character)."""
+    found = _CHAR_TEXT.get(ch)
+    if found is None:
+        found = _CHAR_TEXT[ch] = json_char(charset.single(ord(ch)))
+    return found
 
 
 @lru_cache(maxsize=4096)
@@ -375,6 +539,10 @@ def _paths_regex(paths: list[str]) -> str:
 _ASCII_RAW: Ranges = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
 
 
+_ONE_LEAVE: dict[str, str] = {}
+""":func:`_ascii_leave` of one branch, by its character ("" for None)."""
+
+
 def _deviation_regex(node: dict, depth: int) -> str:
     """Strings that follow the trie from ``node``, then take a raw ASCII character no branch takes."""
     if depth > _MAX_GROUP_NESTING:
@@ -382,6 +550,16 @@ def _deviation_regex(node: dict, depth: int) -> str:
     parts = []
     chain = ""
     while True:
+        if len(node) == 1 and "" not in node:
+            # One branch and not a name (most nodes): follow it.
+            ((c, node),) = node.items()
+            raw = _ONE_LEAVE.get(c)
+            if raw is None:
+                raw = _ONE_LEAVE[c] = _ascii_leave(frozenset(c)) or ""
+            if raw:
+                parts.append(chain + raw)
+            chain += _char_text(c)
+            continue
         raw = _ascii_leave(frozenset(c for c in node if c))
         if raw is not None:
             parts.append(chain + raw)
@@ -389,9 +567,9 @@ def _deviation_regex(node: dict, depth: int) -> str:
         if len(branches) != 1:
             break
         c, node = branches[0]
-        chain += json_char(charset.single(ord(c)))
+        chain += _char_text(c)
     for c, child in branches:
         inner = _deviation_regex(child, depth + 1)
         if inner:
-            parts.append(chain + json_char(charset.single(ord(c))) + "(?:" + inner + ")")
+            parts.append(chain + _char_text(c) + "(?:" + inner + ")")
     return "|".join(parts)
