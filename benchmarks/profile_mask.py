@@ -5,6 +5,9 @@ into the JSON Schema front end, ``GrammarAutomaton`` construction and the first 
 masks into percentiles, with the slowest listed. ``--cprofile OUT`` writes a cProfile of the whole run.
 
     .venv/bin/python benchmarks/profile_mask.py --limit 300 [--cprofile /tmp/mb.prof] [--gc-freeze]
+
+``--breakdown`` charges the p98-p99.8 masks' time to the recogniser, parser and lexer functions
+(exclusive time, with timers), which is where a p99 regression shows first.
 """
 
 from __future__ import annotations
@@ -39,10 +42,17 @@ def main() -> None:
     ap.add_argument("--gc-freeze", action="store_true")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--cpu", action="store_true", help="thread CPU time instead of wall time (less noisy)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="exclusive time per recogniser/parser/lexer function in the masks between p98 and "
+                         "p99.8 (wraps them with timers: every mask gets slower, compare shares, not totals)")
     args = ap.parse_args()
 
     global clock
     clock = time.thread_time if args.cpu else time.perf_counter
+    excl: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    if args.breakdown:
+        _wrap_for_breakdown(excl, calls)
     named = load_named(args.tokenizer)
     vocab = named.vocab
     vocab.trie  # noqa: B018
@@ -62,7 +72,7 @@ def main() -> None:
 
     gc.callbacks.append(on_gc)
     prof = cProfile.Profile() if args.cprofile else None
-    fe, ga, first, masks, slow, ttfm_by = [], [], [], [], [], []
+    fe, ga, first, masks, slow, ttfm_by, parts = [], [], [], [], [], [], []
     passing = 0
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     eos = vocab.eos_token_ids[0]
@@ -90,6 +100,8 @@ def main() -> None:
             for j, tok in enumerate(toks):
                 if prof and args.only == "masks":
                     prof.enable()
+                excl.clear()
+                calls.clear()
                 a = clock()
                 m.fill_next_token_bitmask(bitmask)
                 b = clock()
@@ -101,6 +113,8 @@ def main() -> None:
                     ga.append(t2 - t1)
                     first.append(b - a)
                 masks.append(b - a)
+                if args.breakdown:
+                    parts.append((b - a, dict(excl), dict(calls)))
                 if b - a > 2e-4:
                     slow.append((b - a, r["id"], i, j))
                 if not (int(bitmask[0, tok >> 5]) >> (tok & 31)) & 1 or not m.accept_token(tok):
@@ -131,6 +145,49 @@ def main() -> None:
               f" + first mask {t[3] * 1e3:.2f}  {t[4]}")
     for s in sorted(slow, reverse=True)[: args.top]:
         print(f"  {s[0] * 1e3:7.2f} ms  {s[1]} test {s[2]} token {s[3]}")
+    if parts:
+        lo, hi = np.percentile([p[0] for p in parts], [98, 99.8])
+        band = [p for p in parts if lo <= p[0] <= hi]
+        n = len(band)
+        print(f"breakdown of {n} masks between p98 and p99.8 (avg {sum(p[0] for p in band) / n * 1e6:.0f} us,"
+              f" timers included): exclusive us/mask, calls/mask")
+        names = sorted({k for p in band for k in p[1]}, key=lambda k: -sum(p[1].get(k, 0) for p in band))
+        for k in names:
+            t = sum(p[1].get(k, 0) for p in band)
+            c = sum(p[2].get(k, 0) for p in band)
+            print(f"  {k:28s} {t / n * 1e6:7.1f} us {c / n:6.1f} calls")
+
+
+def _wrap_for_breakdown(excl: dict[str, float], calls: dict[str, int]) -> None:
+    """Wrap the mask path's functions with timers that charge each its exclusive time."""
+    from banister.parser import earley, recognizer
+
+    stack: list[float] = []
+
+    def wrap(name, f):
+        def timed(*a, **k):
+            t = clock()  # the run's clock (thread CPU time with --cpu)
+            stack.append(0.0)
+            try:
+                return f(*a, **k)
+            finally:
+                elapsed = clock() - t
+                inner = stack.pop()
+                excl[name] = excl.get(name, 0.0) + elapsed - inner
+                calls[name] = calls.get(name, 0) + 1
+                if stack:
+                    stack[-1] += elapsed
+        return timed
+
+    ga = recognizer.GrammarAutomaton
+    for name in ["_collect", "_walk", "_walk_by_lexeme", "_lexeme_walk", "_scan", "context", "_branches",
+                 "_parts", "fill_mask", "_union"]:
+        setattr(ga, name, wrap(f"recognizer.{name}", getattr(ga, name)))
+    ga._grouped = staticmethod(wrap("recognizer._grouped", ga._grouped))
+    for name in ["walk_tokens", "lexer_context", "_take", "_apply"]:
+        setattr(recognizer, name, wrap(name, getattr(recognizer, name)))
+    earley.EarleyParser.scan = wrap("earley.scan", earley.EarleyParser.scan)
+    earley.EarleyParser._close = wrap("earley._close", earley.EarleyParser._close)
 
 
 if __name__ == "__main__":

@@ -31,20 +31,34 @@ def walk_tokens(
     out_words: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes, DFA states) it found
-    and the indices of the words of ``out_words`` that were zero and now have bits set."""
+    and the indices of the words of ``out_words`` that were zero and now have bits set.
+
+    The crossings are fresh arrays; the word indices are a view of this thread's scratch buffer, valid
+    until its next call (read them, or copy them, before walking again).
+    """
     trie = vocab.trie
-    capacity = 256
-    touched = np.empty(out_words.shape[0], dtype=np.int32)
-    n_touched = np.zeros(1, dtype=np.int64)
+    buffers = getattr(_walk_buffers, "by_size", None)
+    if buffers is None:
+        buffers = _walk_buffers.by_size = {}
+    n_words = out_words.shape[0]
+    found = buffers.get(n_words)
+    if found is None:
+        found = buffers[n_words] = (np.empty(n_words, dtype=np.int32), np.zeros(1, dtype=np.int64),
+                                    np.empty(256, dtype=np.int32), np.empty(256, dtype=np.int32))
+    touched, n_touched, nodes, states = found
+    n_touched[0] = 0
     while True:
-        nodes = np.empty(capacity, dtype=np.int32)
-        states = np.empty(capacity, dtype=np.int32)
         n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip,
                        trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes, states,
                        touched, n_touched)
         if n >= 0:
-            return nodes[:n], states[:n], touched[: int(n_touched[0])]
-        capacity *= 8
+            return nodes[:n].copy(), states[:n].copy(), touched[: int(n_touched[0])]
+        nodes = np.empty(nodes.shape[0] * 8, dtype=np.int32)  # walk again: the bits set so far stay set
+        states = np.empty(nodes.shape[0], dtype=np.int32)
+        buffers[n_words] = (touched, n_touched, nodes, states)
+
+
+_walk_buffers = threading.local()
 
 
 class TokenAutomaton(Protocol):

@@ -108,18 +108,10 @@ class ParseState:
     __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "_scans",
                  "mask_memo")
 
-    def __init__(self, sets: tuple[ParseState, ...], items: set[int], predicted: _Predicted,
-                 accepting: bool, tables: EarleyTables) -> None:
+    def __init__(self, sets: tuple[ParseState, ...], waiting: dict[int, list[int]],
+                 by_lexeme: dict[int, list[int]], predicted: _Predicted, accepting: bool) -> None:
         self.sets = sets  # the earlier states, by index
         self.index = len(sets)
-        waiting: dict[int, list[int]] = {}
-        by_lexeme: dict[int, list[int]] = {}
-        for it in items:
-            sym = tables.next_symbol[it & _DOT_MASK]
-            if sym is not None and sym >= 0:
-                waiting.setdefault(sym, []).append(it)
-            elif sym is not None:
-                by_lexeme.setdefault(-1 - sym, []).append(it)
         self._waiting = waiting
         self._by_lexeme = by_lexeme
         self._predicted = predicted
@@ -176,34 +168,53 @@ class EarleyParser:
         return result
 
     def _close(self, sets: tuple[ParseState, ...], kernel: list[int], predicted: set[int]) -> ParseState:
-        """Complete the kernel items (all with an origin before this set) and gather predictions."""
+        """Complete the kernel items (all with an origin before this set) and gather predictions.
+
+        Every item is taken off the agenda once, so it is filed there by its next symbol too: items
+        waiting for a nonterminal, items expecting a lexeme (the state's tables, built in one pass).
+        """
         t = self.tables
+        next_symbol = t.next_symbol
+        nullable = t.nullable
         items = set(kernel)
         agenda = list(items)
+        waiting: dict[int, list[int]] = {}
+        by_lexeme: dict[int, list[int]] = {}
         while agenda:
             it = agenda.pop()
             dotted = it & _DOT_MASK
-            sym = t.next_symbol[dotted]
+            sym = next_symbol[dotted]
             if sym is None:
                 for parent in sets[it >> _DOT_BITS].waiting_for(t.lhs[dotted]):
-                    if parent + 1 not in items:
-                        items.add(parent + 1)
-                        agenda.append(parent + 1)
+                    parent += 1
+                    if parent not in items:
+                        items.add(parent)
+                        agenda.append(parent)
             elif sym >= 0:
                 predicted.add(sym)
-                if sym in t.nullable and it + 1 not in items:
+                found = waiting.get(sym)
+                if found is None:
+                    waiting[sym] = [it]
+                else:
+                    found.append(it)
+                if sym in nullable and it + 1 not in items:
                     items.add(it + 1)
                     agenda.append(it + 1)
+            else:
+                found = by_lexeme.get(-1 - sym)
+                if found is None:
+                    by_lexeme[-1 - sym] = [it]
+                else:
+                    found.append(it)
         key = frozenset(predicted)
         table = self._predicted.get(key)
         if table is None:
             table = self._predicted[key] = _Predicted(frozenset().union(*(t.predicts(nt) for nt in key)), t)
         if sets:
-            done = t.start_done
-            accepting = done in items  # S' -> start . with origin 0 (the item's int is its dotted id)
+            accepting = t.start_done in items  # S' -> start . with origin 0 (the item's int is its dotted id)
         else:
             accepting = t.start_nt in t.nullable
-        return ParseState(sets, items, table, accepting, t)
+        return ParseState(sets, waiting, by_lexeme, table, accepting)
 
 
 def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]

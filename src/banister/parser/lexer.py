@@ -121,6 +121,10 @@ def _literal_bytes(pattern: str) -> bytes | None:
         return None
 
 
+_BLOCK_STATES = 256
+"""Lexeme DFAs up to this many states are copied whole into a product context (see _build_product)."""
+
+
 @lru_cache(maxsize=8192)
 def lexer_context(patterns: frozenset[str], max_states: int) -> LexerContext:
     """The lexer context of a set of lexeme patterns, shared by every grammar that allows that set."""
@@ -189,31 +193,51 @@ class LexerContext:
         n_classes = len(reps)
         dead = (DEAD,) * k
         start = tuple(int(d.start) for d in comps)
+        # States with several live lexemes are explored here one by one; a state with one live lexeme
+        # ``j`` is that lexeme's DFA state, and everything after it is too: the first time one is
+        # reached, lexeme ``j``'s whole DFA is embedded as a block of states (``block_base[j] + s``),
+        # its rows copied in one numpy step instead of explored in Python. A lexeme DFA of more than
+        # _BLOCK_STATES states is explored instead (a state late in a big DFA may reach few others).
         index: dict[tuple[int, ...], int] = {dead: 0}
-        order: list[tuple[int, ...]] = [dead]
-        lives: list[list[int]] = [[]]  # the live components of each state (few, even when k is large)
+        order: list[tuple[int, ...]] = [dead]  # the explored (multi-live) states, by exploration order
+        ids: list[int] = [0]  # their state ids
+        lives: list[list[int]] = [[]]
         out_rows: list[list[int]] = [[0] * n_classes]
-        if any(s != DEAD for s in start):
-            index[start] = 1
-            order.append(start)
-            lives.append([j for j, s in enumerate(start) if s != DEAD])
+        block_base: dict[int, int] = {}
+        n_total = [1]
+
+        def block(j: int) -> int:
+            base = block_base.get(j)
+            if base is None:
+                base = block_base[j] = n_total[0] - 1  # lexeme state s >= 1 is state base + s
+                n_total[0] += comps[j].n_states - 1
+            return base
 
         def new_state(nxt: tuple[int, ...], live: list[int]) -> int:
             if len(order) >= max_states:
                 raise LimitError(
                     f"a lexer context of {k} lexemes needs more than {max_states} states", "max_lexer_states"
                 )
-            n = index[nxt] = len(order)
+            n = index[nxt] = n_total[0]
+            n_total[0] += 1
             order.append(nxt)
+            ids.append(n)
             lives.append(live)
             return n
 
+        small = [d.n_states <= _BLOCK_STATES for d in comps]
+        start_live = [j for j, s in enumerate(start) if s != DEAD]
+        if len(start_live) == 1 and small[start_live[0]]:
+            self.start = block(start_live[0]) + start[start_live[0]]
+        elif start_live:
+            self.start = new_state(start, start_live)
+        else:
+            self.start = 0
         i = 1
         while i < len(order):
             cur = order[i]
             live = lives[i]
-            # Many classes share a target: map each distinct target (tuple) once.
-            if len(live) == 1:
+            if len(live) == 1:  # one live lexeme too big to embed: explored like the others
                 j = live[0]
                 targets: list = row(j, cur[j])
                 local: dict = {}
@@ -224,32 +248,53 @@ class LexerContext:
                     nxt = dead[:j] + (t,) + dead[j + 1 :]
                     n = index.get(nxt)
                     local[t] = new_state(nxt, [j]) if n is None else n
-            else:
-                targets = list(zip(*(row(j, cur[j]) for j in live)))
-                local = {}
-                for combo in set(targets):
+                out_rows.append([local[t] for t in targets])
+                i += 1
+                continue
+            targets = list(zip(*(row(j, cur[j]) for j in live)))
+            local = {}
+            for combo in set(targets):
+                alive = [(j, t) for j, t in zip(live, combo) if t != DEAD]
+                if not alive:
+                    local[combo] = 0
+                elif len(alive) == 1 and small[alive[0][0]]:
+                    j, t = alive[0]
+                    local[combo] = block(j) + t
+                else:
                     nxt_list = list(dead)
-                    for j, t in zip(live, combo):
+                    for j, t in alive:
                         nxt_list[j] = t
                     nxt = tuple(nxt_list)
                     n = index.get(nxt)
-                    if n is None:
-                        n = new_state(nxt, [j for j, t in zip(live, combo) if t != DEAD])
-                    local[combo] = n
+                    local[combo] = new_state(nxt, [j for j, _ in alive]) if n is None else n
             out_rows.append([local[t] for t in targets])
             i += 1
+        total = n_total[0]
+        if total > 8 * max_states:  # a memory guard: blocks are bounded by their lexemes' own limits
+            raise LimitError(f"a lexer context of {k} lexemes needs more than {8 * max_states} states",
+                             "max_lexer_states")
+        transitions = np.zeros((total, 256), dtype=np.int32)
         by_class = np.asarray(out_rows, dtype=np.int32).reshape(len(order), n_classes)
-        self.transitions = np.ascontiguousarray(by_class[:, class_of])
-        self.start = 1 if len(order) > 1 else 0
-        self.n_states = len(order)
-        accepting = [d.accepting.tolist() for d in comps]
+        transitions[np.asarray(ids, dtype=np.intp)] = by_class[:, class_of]
         accept_sets: dict[frozenset[int], int] = {}
-        accept_id = np.full(len(order), -1, dtype=np.int32)
-        for s, (tup, live) in enumerate(zip(order, lives)):
+        accept_id = np.full(total, -1, dtype=np.int32)
+        accepting = [d.accepting.tolist() for d in comps]
+        for n, tup, live in zip(ids, order, lives):
             acc = frozenset(j for j in live if accepting[j][tup[j]])
             if acc:
-                accept_id[s] = accept_sets.setdefault(acc, len(accept_sets))
-        self.components = order  # each state's tuple of lexeme DFA states
+                accept_id[n] = accept_sets.setdefault(acc, len(accept_sets))
+        blocks = []
+        for j, base in sorted(block_base.items(), key=lambda item: item[1]):
+            d = comps[j]
+            rows_j = d.transitions[1:]
+            transitions[base + 1 : base + d.n_states] = np.where(rows_j != 0, rows_j + base, 0)
+            if bool(d.accepting[1:].any()):
+                accept_id[base + 1 : base + d.n_states][d.accepting[1:]] = accept_sets.setdefault(
+                    frozenset((j,)), len(accept_sets))
+            blocks.append((base + 1, base + d.n_states, j, base))
+        self.transitions = transitions
+        self.n_states = total
+        self.components = _ProductComponents(total, dead, {n: tup for n, tup in zip(ids, order)}, blocks)
         self.accept_id = accept_id
         self._accept_sets = accept_sets
 
@@ -259,6 +304,31 @@ class LexerContext:
         if found is None:
             found = self._live[state] = np.flatnonzero(self.transitions[state]).astype(np.uint8).tobytes()
         return found
+
+
+class _ProductComponents:
+    """``components`` of a product context: explored states by id, block states from their lexeme."""
+
+    __slots__ = ("_blocks", "_dead", "_explored", "_n")
+
+    def __init__(self, n: int, dead: tuple[int, ...], explored: dict[int, tuple[int, ...]],
+                 blocks: list[tuple[int, int, int, int]]) -> None:
+        self._n = n
+        self._dead = dead
+        self._explored = explored
+        self._blocks = blocks  # (first id, end id, lexeme, base)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, s: int) -> tuple[int, ...]:
+        found = self._explored.get(s)
+        if found is not None:
+            return found
+        for first, end, j, base in self._blocks:
+            if first <= s < end:
+                return self._dead[:j] + (s - base,) + self._dead[j + 1 :]
+        raise IndexError(s)
 
 
 class _Singletons:

@@ -225,11 +225,25 @@ class GrammarAutomaton:
             self._walks[key] = walk
         if walk.tokens is not None:
             out.append(walk.tokens)
+        if not walk.groups:
+            return
+        # The crossing path, inlined (it runs for every crossing of every cold mask): the memos of
+        # ``_scan``, ``EarleyParser.scan`` and ``context`` are read here directly.
+        accepts = self._accepts
+        scans = parse._scans
         for aid, sub_roots in walk.groups:
-            after = self._scan(parse, ctx, aid)
+            akey = (ctx.ident, aid)
+            lexemes = accepts.get(akey)
+            if lexemes is None:
+                lexemes = accepts[akey] = frozenset(self._lexeme_id[p] for p in ctx.accept_patterns[aid])
+            after = scans.get(lexemes, _MISSING)
+            if after is _MISSING:
+                after = self.parser.scan(parse, lexemes)
             if after is None:
                 continue
-            c2 = self.context(after)
+            c2 = self._contexts.get(after.expected)
+            if c2 is None:
+                c2 = self.context(after)
             self._collect((walk.ident, aid, c2.ident), after, c2, c2.start, sub_roots, out)
 
     def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray) -> _Walk:
@@ -315,14 +329,27 @@ class GrammarAutomaton:
 
     @staticmethod
     def _grouped(words: Tokens, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
-        if not nodes.size:
+        n = nodes.shape[0]
+        if not n:
             return _Walk(next(_walk_ids), words, ())
+        if n <= 256:  # the common case: a few crossings, grouped without numpy's per-call overhead
+            aid_list = aids.tolist()
+            first = aid_list[0]
+            if aid_list.count(first) == n:
+                return _Walk(next(_walk_ids), words, ((first, np.ascontiguousarray(nodes)),))
+            by_aid: dict[int, list[int]] = {}
+            for node, aid in zip(nodes.tolist(), aid_list):
+                by_aid.setdefault(aid, []).append(node)
+            groups = tuple((aid, np.array(by_aid[aid], dtype=np.int32)) for aid in sorted(by_aid))
+            return _Walk(next(_walk_ids), words, groups)
         first = int(aids[0])
         if (aids == first).all():
             return _Walk(next(_walk_ids), words, ((first, np.ascontiguousarray(nodes)),))
         groups = tuple((int(aid), np.ascontiguousarray(nodes[aids == aid])) for aid in np.unique(aids))
         return _Walk(next(_walk_ids), words, groups)
 
+
+_MISSING = object()
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
