@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import time
 
+import hypothesis_jsonschema
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -14,9 +16,6 @@ from test_json_schema_helpers import Reorder, matches
 
 from banister.errors import LimitError, SchemaError
 from banister.grammar.json_schema import json_schema_to_grammar
-
-hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema")
-jsonschema = pytest.importorskip("jsonschema")
 
 SCHEMAS = [
     {
