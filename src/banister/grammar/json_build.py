@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
@@ -530,30 +530,23 @@ class JsonGrammarBuilder:
                 out.append((self.symbol(node), (min(n + 1, top), new_counts)))
             return out
 
-        return self._sequence(
-            (0, tuple(0 for _ in caps)),
-            final,
-            moves,
-            self.open_arr,
-            self.close_arr,
-            self.empty_arr,
-            self.s.max_array_states,
-            "max_array_states",
-        )
+        return self._sequence((0, tuple(0 for _ in caps)), final, moves, "array")
 
     def _sequence(
         self,
         start: tuple,
         final: Any,
         moves: Any,
-        open_: Lexeme,
-        close: Lexeme,
-        empty: Lexeme,
-        limit: int,
-        setting: str,
+        kind: Literal["array", "object"],
     ) -> Symbol:
         """Bracketed, comma-separated members driven by states: ``moves(state)`` lists (member symbol,
-        next state); the sequence may close in a state where ``final(state)``."""
+        next state); the sequence may close in a state where ``final(state)``. ``kind`` picks the
+        brackets and the state limit (``max_array_states`` or ``max_object_states``)."""
+        if kind == "array":
+            open_, close, empty, limit = self.open_arr, self.close_arr, self.empty_arr, self.s.max_array_states
+        else:
+            open_, close, empty, limit = self.open_obj, self.close_obj, self.empty_obj, self.s.max_object_states
+        setting = f"max_{kind}_states"
         first: dict[tuple, Ref] = {}
         after: dict[tuple, Ref] = {}
         todo: deque[tuple[bool, tuple]] = deque()
@@ -607,16 +600,7 @@ class JsonGrammarBuilder:
                 return []
             return [(symbols[i], (used | (1 << i),)) for i in range(len(values)) if not used >> i & 1]
 
-        return self._sequence(
-            (0,),
-            final,
-            moves,
-            self.open_arr,
-            self.close_arr,
-            self.empty_arr,
-            self.s.max_array_states,
-            "max_array_states",
-        )
+        return self._sequence((0,), final, moves, "array")
 
     def _finite_values(self, node: Node) -> list[Any] | None:
         """The values of a node when it admits a finite, enumerable set of them."""
@@ -709,16 +693,7 @@ class JsonGrammarBuilder:
             out += [(sym, (n_names, min(c + 1, cap), present, bits | b)) for sym, b in extra]
             return out
 
-        return self._sequence(
-            (0, 0, frozenset(), 0),
-            final,
-            moves,
-            self.open_obj,
-            self.close_obj,
-            self.empty_obj,
-            self.s.max_object_states,
-            "max_object_states",
-        )
+        return self._sequence((0, 0, frozenset(), 0), final, moves, "object")
 
     def _variants(self, base: Node, witness: list[tuple[int, Node]], make: Any) -> list[tuple[Symbol, int]]:
         """A member's symbols: the plain one, and one per subset of the obligations it can meet (its
@@ -772,16 +747,7 @@ class JsonGrammarBuilder:
             out += [(sym, (used, min(c + 1, cap), bits | b)) for sym, b in extra]
             return out
 
-        return self._sequence(
-            (frozenset(), 0, 0),
-            final,
-            moves,
-            self.open_obj,
-            self.close_obj,
-            self.empty_obj,
-            self.s.max_object_states,
-            "max_object_states",
-        )
+        return self._sequence((frozenset(), 0, 0), final, moves, "object")
 
     def _extra_members(self, t: ObjTerm, names: list[str]) -> list[tuple[Symbol, int]]:
         """Members whose key is none of ``names``, with the obligation bits each can meet. Their key

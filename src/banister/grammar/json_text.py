@@ -210,17 +210,21 @@ def json_strings(values: Iterable[str]) -> str | None:
     if isinstance(values, (list, tuple)) and len(values) == 1:
         # One string: the trie is a chain, written character by character.
         return '"' + "".join([_char_text(ch) for ch in values[0]]) + '"'
-    root: dict = {}
-    count = 0
-    for value in values:
-        node = root
-        for ch in value:
-            node = node.setdefault(ch, {})
-        node[""] = True
-        count += 1
-    if not count:
+    root = _char_trie(values)
+    if not root:
         return None
     return '"' + _trie_regex(root, 0) + '"'
+
+
+def _char_trie(strings: Iterable[str]) -> dict:
+    """The strings as a trie of nested dicts, one level per character; ``""`` marks a string's end."""
+    root: dict = {}
+    for text in strings:
+        node = root
+        for ch in text:
+            node = node.setdefault(ch, {})
+        node[""] = True
+    return root
 
 
 def _trie_regex(node: dict, depth: int) -> str:
@@ -323,12 +327,7 @@ def json_keys_except(names: Iterable[str]) -> str:
 
 @lru_cache(maxsize=1024)
 def _keys_except(names: tuple[str, ...]) -> str:
-    root: dict = {}
-    for name in names:
-        node = root
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[""] = True
+    root = _char_trie(names)
     deviations = _deviation_regex(root, 0)
     if not _NOT_PLAIN.search("".join(names)):
         return _plain_keys_except(names, root, deviations)
@@ -526,13 +525,7 @@ def _ascii_leave(children: frozenset[str]) -> str | None:
 
 def _paths_regex(paths: list[str]) -> str:
     """A regex for exactly these strings (JSON text of each character), wrapped as one unit."""
-    trie: dict = {}
-    for path in paths:
-        node = trie
-        for ch in path:
-            node = node.setdefault(ch, {})
-        node[""] = True
-    body = _trie_regex(trie, 0)
+    body = _trie_regex(_char_trie(paths), 0)
     return "(?:" + body + ")" if body else ""
 
 
