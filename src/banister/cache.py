@@ -307,7 +307,7 @@ def grammar_to_json(grammar: Grammar) -> dict[str, Any]:
         name: [[[sym.pattern] if isinstance(sym, Lexeme) else sym.name for sym in alt] for alt in alts]
         for name, alts in grammar.rules.items()
     }
-    return {"start": grammar.start, "rules": rules}
+    return {"start": grammar.start, "rules": rules, "trimmed": grammar.trimmed}
 
 
 def grammar_from_json(data: dict[str, Any]) -> Grammar:
@@ -322,4 +322,4 @@ def grammar_from_json(data: dict[str, Any]) -> Grammar:
         raise ValueError(f"not a grammar symbol: {s!r}")
 
     rules = {name: tuple(tuple(symbol(s) for s in alt) for alt in alts) for name, alts in data["rules"].items()}
-    return Grammar(rules, data["start"])
+    return Grammar(rules, data["start"], trimmed=data.get("trimmed") is True)

@@ -36,10 +36,15 @@ Alternative = tuple[Symbol, ...]
 
 @dataclass(frozen=True)
 class Grammar:
-    """Rules (nonterminal -> alternatives, each a sequence of symbols) and the start nonterminal."""
+    """Rules (nonterminal -> alternatives, each a sequence of symbols) and the start nonterminal.
+
+    ``trimmed`` is a front end's promise that every rule derives some text and is reachable from the
+    start, and every lexeme matches some text: the parser then skips its own useless-symbol pass.
+    """
 
     rules: Mapping[str, tuple[Alternative, ...]]
     start: str
+    trimmed: bool = False
     lexemes: tuple[Lexeme, ...] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -31,13 +31,14 @@ class EarleyTables:
         self.next_symbol: list[int | None] = []
         self.lhs: list[int] = []
         self.alt_starts: list[list[int]] = []
+        next_symbol, lhs = self.next_symbol, self.lhs
         for nt, alternatives in enumerate(rules_int):
             starts = []
             for alt in alternatives:
-                starts.append(len(self.next_symbol))
-                for dot in range(len(alt) + 1):
-                    self.next_symbol.append(alt[dot] if dot < len(alt) else None)
-                    self.lhs.append(nt)
+                starts.append(len(next_symbol))
+                next_symbol.extend(alt)
+                next_symbol.append(None)
+            lhs.extend([nt] * (len(next_symbol) - len(lhs)))
             self.alt_starts.append(starts)
         if len(self.next_symbol) > _DOT_MASK:
             raise LimitError(f"grammar has {len(self.next_symbol)} items, more than {_DOT_MASK}", "max_grammar_symbols")
@@ -221,11 +222,19 @@ def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
                ) -> tuple[list[list[tuple[int, ...]]], tuple[Lexeme, ...], list[str]]:
     """The grammar in integer form, useless symbols removed (alternatives using rules or lexemes that
     match no text, then rules the start can't reach): ``(rules, lexemes, rule names)``. A rule symbol
-    is its index, lexeme ``j`` is ``-1 - j``; the last rule is the augmented start ``S' -> start``."""
+    is its index, lexeme ``j`` is ``-1 - j``; the last rule is the augmented start ``S' -> start``.
+    A trimmed grammar (its front end removed them already) is only encoded."""
     all_names = list(grammar.rules)
     rule_id = {name: i for i, name in enumerate(all_names)}
     all_lexemes = grammar.lexemes
     lexeme_id = {lex: j for j, lex in enumerate(all_lexemes)}
+    if grammar.trimmed and not empty_lexemes:
+        rules_int = [
+            [tuple(rule_id[s.name] if type(s) is Ref else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
+            for alternatives in grammar.rules.values()
+        ]
+        rules_int.append([(rule_id[grammar.start],)])
+        return rules_int, all_lexemes, all_names
     encoded = [
         [tuple(rule_id[s.name] if isinstance(s, Ref) else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
         for alternatives in grammar.rules.values()
