@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import random
@@ -96,6 +97,18 @@ def test_json_mode_and_nesting_cap():
     assert not matches(grammar, "[[[[1]]]]")
     for bad in ["", "nul", "[1,]", '{"a" 1}', "01", "1.", '"\\x"', "[1] [2]", "{,}"]:
         assert not matches(grammar, bad), bad
+
+
+def test_free_values_nest_to_any_depth_by_default():
+    deep = json.dumps(functools.reduce(lambda inner, i: [inner] if i % 2 else {"k": inner}, range(100), 0))
+    assert json.loads(deep)  # a hundred levels: Python's parser reads it, so must the grammar
+    assert matches(json_grammar(), deep)
+    assert accepts({"type": "object", "properties": {"a": {"type": "integer"}}}, '{"a": 1, "b": ' + deep + '}')
+    assert not matches(json_grammar(), deep[:-1])
+    for bad in ["[1,]", '{"a" 1}', "{,}", "[[1]]]"]:
+        assert not matches(json_grammar(), bad), bad
+    with pytest.raises(ValueError, match="max_nesting"):
+        json_schema_to_grammar({}, max_nesting=-1)
 
 
 def test_drafts():
@@ -486,6 +499,8 @@ def test_recursion_and_regex_function():
         ([1, 2], SchemaError, None),
         ({"enum": [float("nan")]}, SchemaError, None),
         ({"$dynamicRef": "#x"}, SchemaError, "$dynamicRef"),
+        (json.loads('{"enum": ["a\\ud800"]}'), SchemaError, None),  # a lone surrogate, as json.loads reads it
+        (json.loads('{"properties": {"\\udc00": {}}}'), SchemaError, None),
     ],
 )
 def test_malformed_schemas_raise_typed_errors(schema, error, keyword):

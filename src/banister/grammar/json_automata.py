@@ -9,7 +9,7 @@ large, into grammar rules by the caller.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
 from itertools import pairwise
 
@@ -172,19 +172,23 @@ def product_states(dfas: Sequence[CharDFA], *, max_states: int) -> tuple[CharDFA
                     if p < len(row) and row[p][0] <= lo:
                         t = row[p][2]
                 targets.append(t)
-            key = tuple(targets)
-            found = index.get(key)
-            if found is None:
-                if len(order) >= max_states:
-                    raise LimitError(
-                        f"combining string constraints needs more than {max_states} automaton states",
-                        setting="max_string_states",
-                    )
-                found = index[key] = len(order)
-                order.append(key)
+            found = intern_state(index, order, tuple(targets), max_states, "combining string constraints",
+                                 "max_string_states")
             out.append((lo, nxt - 1, found))
         edges.append(_merge(out))
     return CharDFA(edges, [True] * len(order)), order
+
+
+def intern_state(index: dict, order: list, key: Hashable, max_states: int, what: str, setting: str) -> int:
+    """The number of state ``key`` of an automaton being explored, numbering it next if it is new
+    (``order`` lists the states by number); LimitError when ``what`` needs more than ``max_states``."""
+    found = index.get(key)
+    if found is None:
+        if len(order) >= max_states:
+            raise LimitError(f"{what} needs more than {max_states} automaton states", setting=setting)
+        found = index[key] = len(order)
+        order.append(key)
+    return found
 
 
 def flags(dfas: Sequence[CharDFA], combo: tuple[int, ...]) -> tuple[bool, ...]:

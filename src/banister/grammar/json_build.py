@@ -83,7 +83,7 @@ class BuildOptions:
     key_order: str
     whitespace: str
     max_whitespace: int
-    max_nesting: int
+    max_nesting: int | None
     settings: SchemaSettings
     deadline: float
 
@@ -188,7 +188,7 @@ class _Rules:
                 for s in alt:
                     if type(s) is Ref and s.name not in out:
                         todo.append(s.name)
-        return Grammar(out, "start")
+        return Grammar(out, "start", trimmed=True)  # productive (above), reachable (this walk)
 
 
 def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
@@ -312,11 +312,13 @@ class JsonGrammarBuilder:
 
     # ---------------------------------------------------------------------------------- free values
 
-    def any_value(self, depth: int) -> Symbol:
-        """Any JSON value with arrays and objects nested at most ``depth`` deep."""
+    def any_value(self, depth: int | None) -> Symbol:
+        """Any JSON value with arrays and objects nested at most ``depth`` deep (None: any depth)."""
         key = ("any", depth)
         if key in self._cache:
             return self._cache[key]  # type: ignore[return-value]
+        if depth is None:
+            return self._any_value_recursive()
         # Built level by level from the deepest one not built yet (the names are taken in the order a
         # recursive build would take them); each level is six rules written straight into the table.
         low = depth
@@ -344,6 +346,21 @@ class JsonGrammarBuilder:
                 r.grow(38)
             ref = self._cache[("any", level)] = Ref(name)
         return ref  # type: ignore[return-value]
+
+    def _any_value_recursive(self) -> Ref:
+        """Any JSON value, nested to any depth: one level of the rules above that refers to itself."""
+        r = self.r
+        value = Ref(r.fresh("any"))
+        self._cache[("any", None)] = value
+        member, members, items = Ref(r.fresh("member")), Ref(r.fresh("members")), Ref(r.fresh("items"))
+        obj, arr = Ref(r.fresh("object")), Ref(r.fresh("array"))
+        r.define(member.name, [(self.string, self.colon, value)])
+        r.define(members.name, [(member,), (members, self.comma, member)])
+        r.define(items.name, [(value,), (items, self.comma, value)])
+        r.define(obj.name, [(self.empty_obj,), (self.open_obj, members, self.close_obj)])
+        r.define(arr.name, [(self.empty_arr,), (self.open_arr, items, self.close_arr)])
+        r.define(value.name, [(self._lex("null|true|false"),), (self._lex(NUMBER),), (self.string,), (obj,), (arr,)])
+        return value
 
     def value(self, value: Any) -> Symbol | None:
         """Exactly one JSON value (objects in their own key order)."""

@@ -224,7 +224,8 @@ OPTIONS: tuple[Option, ...] = (
         '`"pretty"`: exactly one space after `:` and `,` (what `json.dumps` writes by default)',
     ),
     Option("max_whitespace", "20", "longest whitespace run in flexible mode"),
-    Option("max_nesting", "32", "deepest nesting of arrays and objects inside a free-form value (`{}`, `true`)"),
+    Option("max_nesting", "None", "deepest nesting of arrays and objects inside a free-form value (`{}`, `true`); "
+           "None: any depth"),
     Option("draft", "None", 'draft when `$schema` does not say: "4", "6", "7", "2019-09" or "2020-12" (default)'),
     Option(
         "unsupported_formats",

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from banister.errors import LimitError
-from banister.grammar.json_automata import CharDFA, minimize
+from banister.grammar.json_automata import CharDFA, intern_state, minimize
 from banister.grammar.json_text import (
     MAX_EXPONENT,
     MAX_FRACTION_INT_DIGITS,
@@ -226,15 +225,7 @@ def _explore(
             nxt = step(state, ch)
             if nxt is None:
                 continue
-            found = index.get(nxt)
-            if found is None:
-                if len(order) >= max_states:
-                    raise LimitError(
-                        f"a number constraint needs more than {max_states} automaton states",
-                        setting="max_number_states",
-                    )
-                found = index[nxt] = len(order)
-                order.append(nxt)
+            found = intern_state(index, order, nxt, max_states, "a number constraint", "max_number_states")
             row.append((ord(ch), ord(ch), found))
         edges.append(row)
     return CharDFA(edges, [accepting(s) for s in order])

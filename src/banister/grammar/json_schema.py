@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -52,7 +53,7 @@ def json_schema_to_grammar(
     key_order: KeyOrder = "schema",
     whitespace: Whitespace = "flexible",
     max_whitespace: int = 20,
-    max_nesting: int = 32,
+    max_nesting: int | None = None,
     draft: str | None = None,
     unsupported_formats: Literal["error", "ignore"] = "error",
     unknown_formats: Literal["error", "ignore"] = "ignore",
@@ -64,7 +65,7 @@ def json_schema_to_grammar(
     ``key_order`` is ``"schema"`` (declared properties in schema order, other keys after them) or
     ``"any"``; ``whitespace`` is ``"flexible"`` (runs of at most ``max_whitespace``), ``"compact"`` or
     ``"pretty"`` (``json.dumps``' default separators); ``max_nesting`` caps the depth of free-form
-    values; ``draft`` applies when ``$schema`` does not say (default 2020-12); ``unsupported_formats``
+    values (None, the default: any depth, as in JSON itself); ``draft`` applies when ``$schema`` does not say (default 2020-12); ``unsupported_formats``
     ``"ignore"`` treats the formats the specification defines but banister cannot enforce as
     annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
     names the specification does not define. Raises SchemaError or LimitError.
@@ -107,10 +108,10 @@ def json_grammar(
     key_order: KeyOrder = "schema",
     whitespace: Whitespace = "flexible",
     max_whitespace: int = 20,
-    max_nesting: int = 32,
+    max_nesting: int | None = None,
     settings: SchemaSettings | None = None,
 ) -> Grammar:
-    """Any JSON value (the schema ``{}``), arrays and objects nested at most ``max_nesting`` deep."""
+    """Any JSON value (the schema ``{}``), arrays and objects nested at most ``max_nesting`` deep (None: any)."""
     return json_schema_to_grammar(
         {},
         key_order=key_order,
@@ -124,7 +125,9 @@ def json_grammar(
 def json_schema_to_regex(schema: Mapping[str, Any] | bool | str, **options: Any) -> str:
     """One regex (banister syntax, whole match) for a non-recursive schema; same options as
     :func:`json_schema_to_grammar`. Raises SchemaError for recursion, LimitError when too large
-    (``settings.max_inline_regex_length``; free-form values unroll ``max_nesting`` levels, so keep it small)."""
+    (``settings.max_inline_regex_length``; free-form values unroll ``max_nesting`` levels, 32 unless
+    given, so keep it small)."""
+    options.setdefault("max_nesting", 32)
     grammar = json_schema_to_grammar(schema, **options)
     settings = options.get("settings") or SchemaSettings()
     return grammar_to_regex(grammar, max_length=settings.max_inline_regex_length)
@@ -134,7 +137,7 @@ def _check_options(
     key_order: str,
     whitespace: str,
     max_whitespace: int,
-    max_nesting: int,
+    max_nesting: int | None,
     draft: str | None,
     unsupported_formats: str,
     unknown_formats: str,
@@ -145,8 +148,8 @@ def _check_options(
         raise ValueError(f"whitespace must be 'flexible', 'compact' or 'pretty', not {whitespace!r}")
     if not isinstance(max_whitespace, int) or max_whitespace < 0:
         raise ValueError(f"max_whitespace must be a non-negative integer, not {max_whitespace!r}")
-    if not isinstance(max_nesting, int) or max_nesting < 0:
-        raise ValueError(f"max_nesting must be a non-negative integer, not {max_nesting!r}")
+    if max_nesting is not None and (not isinstance(max_nesting, int) or max_nesting < 0):
+        raise ValueError(f"max_nesting must be None or a non-negative integer, not {max_nesting!r}")
     if draft is not None and draft not in DRAFTS:
         raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, not {draft!r}")
     for name, value in (("unsupported_formats", unsupported_formats), ("unknown_formats", unknown_formats)):
@@ -171,9 +174,20 @@ def _load(schema: Any) -> Any:
     return schema
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii() and _SURROGATE.search(text):
+        raise SchemaError(f"the schema holds the string {text[:60]!r} with a lone surrogate, which JSON text "
+                          "written as UTF-8 cannot hold", "")
+
+
 def _check_json(root: Any) -> None:
     """SchemaError unless ``root`` is JSON data: dicts with string keys, lists, strings, finite numbers,
-    booleans, None, and no container inside itself (checked without recursion)."""
+    booleans, None, and no container inside itself (checked without recursion). Strings holding a lone
+    surrogate (which ``json.loads`` reads from ``"\\ud800"``) are refused too: the text policy never
+    writes one, so a name or value holding one could not be produced."""
     on_path: set[int] = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
@@ -189,9 +203,13 @@ def _check_json(root: Any) -> None:
             if isinstance(value, dict):
                 if not all(isinstance(k, str) for k in value):
                     raise SchemaError("the schema has a non-string object key (not JSON data)", "")
+                for k in value:
+                    _check_text(k)
                 stack.extend((v, False) for v in value.values())
             else:
                 stack.extend((v, False) for v in value)
+        elif isinstance(value, str):
+            _check_text(value)
         elif isinstance(value, float) and not math.isfinite(value):
             raise SchemaError(f"the schema holds {value!r}, which is not a JSON number", "")
         elif not (value is None or isinstance(value, (str, bool, int, float))):
