@@ -15,7 +15,6 @@ the walk they came from and the context they continue in.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -42,12 +41,11 @@ a handful of words instead of 16 KiB each, and no page of fresh memory touched p
 
 @dataclass(frozen=True)
 class _Walk:
-    ident: int
     tokens: Tokens
-    groups: tuple[tuple[int, np.ndarray, tuple], ...]
-    """(accept-set id, trie nodes below which it may end, what those nodes are): the last names the
-    node set by content where it can, ``(pattern, DFA state)`` when the nodes are all the crossings of
-    one lexeme's walk, so the walks below them are shared by every context that crosses there."""
+    groups: tuple[tuple[int, np.ndarray, bytes], ...]
+    """(accept-set id, trie nodes below which it may end, those nodes' bytes): the walks below the
+    nodes are cached by the bytes, so every context that crosses at the same nodes shares them (the
+    closing quote of any key, say)."""
 
 
 class GrammarAutomaton:
@@ -234,7 +232,7 @@ class GrammarAutomaton:
         # ``_scan``, ``EarleyParser.scan`` and ``context`` are read here directly.
         accepts = self._accepts
         scans = parse._scans
-        for aid, sub_roots, origin in walk.groups:
+        for aid, sub_roots, roots_key in walk.groups:
             akey = (ctx.ident, aid)
             lexemes = accepts.get(akey)
             if lexemes is None:
@@ -247,7 +245,7 @@ class GrammarAutomaton:
             c2 = self._contexts.get(after.expected)
             if c2 is None:
                 c2 = self.context(after)
-            self._collect((origin, c2.ident), after, c2, c2.start, sub_roots, out)
+            self._collect((roots_key, c2.ident), after, c2, c2.start, sub_roots, out)
 
     def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray) -> _Walk:
         if roots is _WHOLE_TRIE and len(ctx.patterns) <= 62:
@@ -274,9 +272,8 @@ class GrammarAutomaton:
             # exactly that lexeme.
             i, component = alive[0]
             lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component)
-            aid = ctx.accept_index[frozenset((i,))] if crossings.size else -1
-            groups = ((aid, crossings, (ctx.patterns[i], component)),) if crossings.size else ()
-            return _Walk(next(_walk_ids), lexeme_tokens, groups)
+            groups = (_group(ctx.accept_index[frozenset((i,))], crossings),) if crossings.size else ()
+            return _Walk(lexeme_tokens, groups)
         merged = []
         nodes, bits, crossing_lexemes = [], [], []
         for i, component in alive:
@@ -286,19 +283,12 @@ class GrammarAutomaton:
             if crossings.size:
                 nodes.append(crossings)
                 bits.append(np.full(crossings.size, 1 << i, dtype=np.int64))
-                crossing_lexemes.append((i, component))
+                crossing_lexemes.append(i)
         tokens = self._union(merged)
         if not nodes:
-            return _Walk(next(_walk_ids), tokens, ())
+            return _Walk(tokens, ())
         if len(nodes) == 1:
-            i, c = crossing_lexemes[0]
-            aid = ctx.accept_index[frozenset((i,))]
-            return _Walk(next(_walk_ids), tokens, ((aid, nodes[0], (ctx.patterns[i], c)),))
-        origins = {}
-        for (i, c), crossings in zip(crossing_lexemes, nodes):
-            aid = ctx.accept_index.get(frozenset((i,)))
-            if aid is not None:
-                origins[aid] = ((ctx.patterns[i], c), crossings.size)
+            return _Walk(tokens, (_group(ctx.accept_index[frozenset(crossing_lexemes)], nodes[0]),))
         all_nodes, all_bits = np.concatenate(nodes), np.concatenate(bits)
         order = np.argsort(all_nodes, kind="stable")
         all_nodes, all_bits = all_nodes[order], all_bits[order]
@@ -308,7 +298,7 @@ class GrammarAutomaton:
         for m in np.unique(masks).tolist():
             lookup[m] = ctx.accept_index[frozenset(i for i in range(len(ctx.patterns)) if m >> i & 1)]
         aids = np.fromiter((lookup[m] for m in masks.tolist()), dtype=np.int32, count=masks.size)
-        return self._grouped(tokens, unique_nodes.astype(np.int32), aids, origins)
+        return self._grouped(tokens, unique_nodes.astype(np.int32), aids)
 
     def _union(self, parts: list) -> Tokens:
         if len(parts) <= 1:
@@ -338,44 +328,38 @@ class GrammarAutomaton:
         return hit
 
     @staticmethod
-    def _grouped(words: Tokens, nodes: np.ndarray, aids: np.ndarray,
-                 origins: dict[int, tuple[tuple, int]] | None = None) -> _Walk:
-        """A walk whose crossings ``nodes`` end the accept sets ``aids``, grouped by accept set.
-
-        ``origins``: for accept sets of one lexeme, that lexeme's walk key and crossing count; a group
-        holding all of them is named by the key, any other group by this walk and its accept set.
-        """
-        ident = next(_walk_ids)
+    def _grouped(words: Tokens, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
+        """A walk whose crossings ``nodes`` end the accept sets ``aids``, grouped by accept set."""
         n = nodes.shape[0]
         if not n:
-            return _Walk(ident, words, ())
+            return _Walk(words, ())
         if n <= 256:  # the common case: a few crossings, grouped without numpy's per-call overhead
             aid_list = aids.tolist()
             first = aid_list[0]
             if aid_list.count(first) == n:
-                by_aid = {first: np.ascontiguousarray(nodes)}
-            else:
-                lists: dict[int, list[int]] = {}
-                for node, aid in zip(nodes.tolist(), aid_list):
-                    lists.setdefault(aid, []).append(node)
-                by_aid = {aid: np.array(lists[aid], dtype=np.int32) for aid in sorted(lists)}
-        else:
-            by_aid = {int(aid): np.ascontiguousarray(nodes[aids == aid]) for aid in np.unique(aids)}
-        groups = []
-        for aid, group in by_aid.items():
-            origin = origins.get(aid) if origins else None
-            key = origin[0] if origin is not None and origin[1] == group.shape[0] else (ident, aid)
-            groups.append((aid, group, key))
-        return _Walk(ident, words, tuple(groups))
+                return _Walk(words, (_group(first, nodes),))
+            by_aid: dict[int, list[int]] = {}
+            for node, aid in zip(nodes.tolist(), aid_list):
+                by_aid.setdefault(aid, []).append(node)
+            groups = tuple(_group(aid, np.array(by_aid[aid], dtype=np.int32)) for aid in sorted(by_aid))
+            return _Walk(words, groups)
+        first = int(aids[0])
+        if (aids == first).all():
+            return _Walk(words, (_group(first, nodes),))
+        groups = tuple(_group(int(aid), nodes[aids == aid]) for aid in np.unique(aids))
+        return _Walk(words, groups)
+
+
+def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
+    """One crossing group of a walk (see ``_Walk.groups``)."""
+    nodes = np.ascontiguousarray(nodes)
+    return aid, nodes, nodes.tobytes()
 
 
 _MISSING = object()
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
-
-_walk_ids = itertools.count()
-
 
 _SPARSE_SHARE = 16
 """A walk's tokens are kept sparse when at most 1/16 of the bitmask words are non-zero."""
