@@ -774,8 +774,9 @@ class JsonGrammarBuilder:
         if not t.exists and all(keys[0] == "other" and not keys[2] for keys, _ in rules):
             # The usual case: one region, every key but the names (the rules' names are among them).
             value = self.symbol(node_and(*(node for _, node in rules)))
-            key = self._lex(json_keys_except(names))
-            return [] if value is None else [(self.r.add("extra", [(key, self.colon, value)]), 0)]
+            if value is None:  # a closed object: no key text to build
+                return []
+            return [(self.r.add("extra", [(self._lex(json_keys_except(names)), self.colon, value)]), 0)]
         keysets = [keys for keys, _ in rules] + [keys for keys, _, _ in t.exists]
         components = [self._keyset_dfa(keys) for keys in keysets]
         components.append(json_automata.literals(names))
