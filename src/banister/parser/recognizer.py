@@ -106,8 +106,23 @@ class GrammarAutomaton:
 
     def advance(self, state: GrammarState, data: bytes) -> GrammarState | None:
         hyps = state
-        for b in data:
+        i, n = 0, len(data)
+        while i < n:
+            if len(hyps) == 1:
+                # One hypothesis inside a lexeme that can't end here (most bytes): step its DFA
+                # without building a state per byte.
+                ((parse, ctx, lex),) = hyps
+                if ctx is not None and ctx.accept_id[lex] < 0:
+                    transitions, accept_id = ctx.transitions, ctx.accept_id
+                    while i < n and accept_id[lex] < 0:
+                        lex = transitions[lex, data[i]]
+                        if not lex:
+                            return None
+                        i += 1
+                    hyps = frozenset(((parse, ctx, int(lex)),))
+                    continue
             nxt: set[Hypothesis] = set()
+            b = data[i]
             for parse, ctx, lex, _ in self._branches(hyps):
                 s = int(ctx.transitions[lex, b])
                 if s:
@@ -115,6 +130,7 @@ class GrammarAutomaton:
             if not nxt:
                 return None
             hyps = frozenset(nxt)
+            i += 1
         return hyps
 
     def is_accepting(self, state: GrammarState) -> bool:
