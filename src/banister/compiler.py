@@ -110,7 +110,7 @@ class Compiler:
         return self._cached("json_schema", key, lambda: self._grammar_automaton(json_schema_to_grammar(schema, **options)))
 
     def json(self, **options: Any) -> CompiledGrammar:
-        """Compile JSON mode: any JSON value (the schema ``{}``), nested at most ``max_nesting`` deep."""
+        """Compile JSON mode: any JSON value (the schema ``{}``), nested to any depth (or at most ``max_nesting``)."""
         from banister.grammar.json_schema import json_grammar
 
         key = json.dumps(options, sort_keys=True, default=repr)
