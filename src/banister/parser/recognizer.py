@@ -10,7 +10,7 @@ that stay inside the current lexeme depend on the lexer state alone, so one trie
 ``(context, lexer state)`` is cached with the *crossings* it found (trie nodes where a lexeme may
 end). Only those few subtrees consult the parser: for each group of crossings the parser scans the
 lexeme, and the subtrees are walked again in the next context; those walks are cached too, keyed by
-the walk they came from and the context they continue in.
+the crossing nodes and the context they continue in (so every key's closing quote, say, shares one).
 """
 
 from __future__ import annotations
