@@ -71,6 +71,7 @@ class SchemaSettings:
     max_string_states: int = 2_000
     max_number_states: int = 2_000
     max_regex_length: int = 20_000
+    max_automaton_lexeme_states: int = 256
     max_lexeme_repeat: int = 32
     max_nfa_states: int = 200_000
     max_grammar_size: int = 1 << 19
@@ -474,8 +475,12 @@ class JsonGrammarBuilder:
             self.r.define(name, alts)
         return self.r.add("string", [(self.quote, Ref(names[0]))])
 
-    def _dfa_rules(self, dfa: CharDFA, label: Any, close: Lexeme | None, prefix: str) -> Symbol:
-        """Right-linear rules for a DFA: one nonterminal per state, one lexeme per edge label."""
+    def _dfa_rules(self, dfa: CharDFA, label: Any, close: Lexeme | None, prefix: str) -> Symbol | None:
+        """A DFA with no short regex (between ``close`` quotes, if given): one ``(?@...)`` lexeme when it
+        has at most ``max_automaton_lexeme_states`` states, else right-linear rules, one nonterminal
+        per state and one lexeme per edge label (every character then crosses a lexeme boundary)."""
+        if dfa.n_states <= self.s.max_automaton_lexeme_states and (close is not None or not dfa.accepting[0]):
+            return self._dfa_lexeme(dfa, label, close is not None)
         names = [self.r.fresh(prefix) for _ in range(dfa.n_states)]
         for s, row in enumerate(dfa.edges):
             by_target: dict[int, list[tuple[int, int]]] = {}
@@ -492,6 +497,30 @@ class JsonGrammarBuilder:
         if close is None:
             return Ref(names[0])
         return self.r.add("string", [(close, Ref(names[0]))])
+
+    def _dfa_lexeme(self, dfa: CharDFA, label: Any, quoted: bool) -> Lexeme | None:
+        """The DFA as one lexeme whose edges read ``label(ranges)``; None when no text reaches an
+        accepting state (edges over surrogates alone are dropped: they never occur in text)."""
+        edges = []
+        for s, row in enumerate(dfa.edges):
+            by_target: dict[int, list[tuple[int, int]]] = {}
+            for lo, hi, t in row:
+                by_target.setdefault(t, []).append((lo, hi))
+            edges.extend([s, label(usable), t] for t, ranges in by_target.items() if (usable := normalize(ranges)))
+        targets: dict[int, set[int]] = {}
+        for source, _, t in edges:
+            targets.setdefault(source, set()).add(t)
+        reached, todo = {0}, [0]
+        while todo:
+            for t in targets.get(todo.pop(), ()):
+                if t not in reached:
+                    reached.add(t)
+                    todo.append(t)
+        accepting = [s for s in range(dfa.n_states) if dfa.accepting[s]]
+        if not reached.intersection(accepting):
+            return None
+        machine = "(?@" + json.dumps([0, accepting, edges], separators=(",", ":")) + ")"
+        return self._lex('"' + machine + '"' if quoted else machine)
 
     # ---------------------------------------------------------------------------------- arrays
 

@@ -107,7 +107,7 @@ class ParseState:
     """
 
     __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "_scans",
-                 "mask_memo")
+                 "mask_memo", "_child_sets")
 
     def __init__(self, sets: tuple[ParseState, ...], waiting: dict[int, list[int]],
                  by_lexeme: dict[int, list[int]], predicted: _Predicted, accepting: bool) -> None:
@@ -120,6 +120,7 @@ class ParseState:
         self.accepting = accepting
         self._scans: dict[frozenset[int], ParseState | None] = {}
         self.mask_memo: dict | None = None  # the recogniser's memo of masks from this state
+        self._child_sets: tuple[ParseState, ...] | None = None  # ``sets`` of the states scanned from this
 
     def waiting_for(self, nonterminal: int) -> list[int]:
         """Items of this set whose next symbol is ``nonterminal`` (to advance when it completes)."""
@@ -160,7 +161,13 @@ class EarleyParser:
         if lexemes in memo:
             return memo[lexemes]
         kernel = state.scanning(lexemes)
-        result = self._close(state.sets + (state,), kernel, set()) if kernel else None
+        if kernel:
+            sets = state._child_sets
+            if sets is None:  # one tuple for every state scanned from this one (masks scan many)
+                sets = state._child_sets = state.sets + (state,)
+            result = self._close(sets, kernel, set())
+        else:
+            result = None
         memo[lexemes] = result
         self._shared += 1
         if self._shared > self._max_shared:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from banister.errors import LimitError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Machine, Node, Repeat
 from banister.regex.utf8 import ByteRange, utf8_sequences
 
 Sequence = tuple[ByteRange, ...]
@@ -145,6 +145,8 @@ def nfa_size(node: Node) -> int:
         return n + 1 + node.nonempty + plans + len(_char_set_plan(charset.negate(alphabet))) - 1
     if isinstance(node, CharSet):
         return len(_char_set_plan(node.ranges))
+    if isinstance(node, Machine):
+        return node.n_states + sum(nfa_size(label) for _, label, _ in node.edges)
     if isinstance(node, Concat):
         return sum(nfa_size(item) for item in node.items)
     if isinstance(node, Alternate):
@@ -208,7 +210,19 @@ class _Builder:
             return state
         if isinstance(node, Absent):
             return self.absent(node, nxt)
+        if isinstance(node, Machine):
+            return self.machine(node, nxt)
         return self.repeat(node, nxt)
+
+    def machine(self, node: Machine, nxt: int) -> int:
+        """One hub state per automaton state; each edge is its label built into the target's hub."""
+        nfa = self.nfa
+        hubs = [nfa.add_state() for _ in range(node.n_states)]
+        for source, label, target in node.edges:
+            nfa.eps[hubs[source]].append(self.build(label, hubs[target]))
+        for state in node.accepting:
+            nfa.eps[hubs[state]].append(nxt)
+        return hubs[node.start]
 
     def absent(self, node: Absent, nxt: int) -> int:
         """The Aho-Corasick automaton itself: one NFA state per prefix, and one shared hub reading the

@@ -59,4 +59,16 @@ class Absent:
     nonempty: bool = False
 
 
-Node = CharSet | Concat | Alternate | Repeat | Anchor | Absent
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """An automaton whose edges read regexes (banister's ``(?@...)``): a text matches when it leads from
+    ``start`` to a state in ``accepting`` along ``edges`` ``(source, label, target)``, each step a match
+    of its label. A DFA over characters stays one lexeme this way, however long its regex would be."""
+
+    n_states: int
+    start: int
+    accepting: tuple[int, ...]
+    edges: tuple[tuple[int, Node, int], ...]
+
+
+Node = CharSet | Concat | Alternate | Repeat | Anchor | Absent | Machine

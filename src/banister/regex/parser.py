@@ -8,12 +8,13 @@ the offending construct.
 
 from __future__ import annotations
 
+import json
 import re
 
 from banister.errors import RegexError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Machine, Node, Repeat
 from banister.regex.utf8 import MAX_CODE_POINT, SURROGATE_HI, SURROGATE_LO
 
 _BRACED = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
@@ -23,6 +24,7 @@ _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 _HEX_BRACED = re.compile(r"\{([0-9A-Fa-f]+)\}")
 _CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 _MAX_GROUP_DEPTH = 100
+_JSON = json.JSONDecoder()
 
 
 def parse_regex(pattern: str, *, extensions: bool = False) -> Node:
@@ -33,7 +35,9 @@ def parse_regex(pattern: str, *, extensions: bool = False) -> Node:
     strings ``s1``, ``s2`` occurs; ``(?~+s1|s2)`` the same but not empty; ``(?~>s1|s2)`` the texts
     whose first occurrence of any of the strings is ``s1``, at the very end. The strings are
     non-empty literals (escapes allowed; a string starting with ``+`` or ``>`` escapes it) and none
-    may occur inside another.
+    may occur inside another. And ``(?@[start, [accepting...], [[source, "label", target], ...]])``:
+    an automaton whose edges read the regexes ``label`` (states are numbers from 0; see
+    :class:`~banister.regex.nodes.Machine`), written as JSON so labels need no escaping.
     """
     return _Parser(pattern, extensions=extensions).parse()
 
@@ -155,6 +159,8 @@ class _Parser:
                 self.group_name()
             elif text.startswith("(?~", start) and self.extensions:
                 return self.absent(start)
+            elif text.startswith("(?@", start) and self.extensions:
+                return self.machine(start)
             elif text.startswith("(?i)", start):
                 raise self.error("the inline flag (?i) is only supported at the very start", start)
             else:
@@ -197,6 +203,32 @@ class _Parser:
                 if i != j and u in v:
                     raise self.error(f"(?~...): {u!r} occurs inside {v!r}", start)
         return Absent(tuple(strings), strings[0] if mode == ">" else None, mode == "+")
+
+    def machine(self, start: int) -> Machine:
+        """``(?@...)`` at ``start`` (see :func:`parse_regex`)."""
+        if self.ignore_case:
+            raise self.error("(?@...) is not supported with (?i)", start)
+        try:
+            spec, end = _JSON.raw_decode(self.text, start + 3)
+        except ValueError as err:
+            raise self.error(f"(?@...) holds no JSON automaton: {err}", start) from err
+        if self.text[end : end + 1] != ")":
+            raise self.error("missing ')' for this group", start)
+        self.pos = end + 1
+        ok = isinstance(spec, list) and len(spec) == 3 and isinstance(spec[1], list) and isinstance(spec[2], list)
+        states = [spec[0], *spec[1], *(e[i] for e in spec[2] if isinstance(e, list) and len(e) == 3 for i in (0, 2))] \
+            if ok else []
+        if not ok or not all(type(q) is int and q >= 0 for q in states) or \
+                not all(isinstance(e, list) and len(e) == 3 and isinstance(e[1], str) for e in spec[2]):
+            raise self.error('(?@...) takes [start, [accepting...], [[source, "label", target], ...]]', start)
+        edges = []
+        for source, label, target in spec[2]:
+            try:
+                node = _Parser(label, extensions=self.extensions).parse()
+            except RegexError as err:
+                raise self.error(f"(?@...): edge label {label!r}: {err}", start) from err
+            edges.append((source, node, target))
+        return Machine(max(states) + 1, spec[0], tuple(spec[1]), tuple(edges))
 
     def group_name(self) -> None:
         start = self.pos
