@@ -117,3 +117,21 @@ def test_filled_rows_equal_the_dense_masks() -> None:
         assert not row[-2:].any()
         assert accepting == automaton.is_accepting(matcher.state)
         assert matcher.accept_string(piece)
+
+
+def test_context_cache_is_bounded_by_bytes(monkeypatch):
+    """The process-wide cache of contexts drops the least recently used ones past its byte budget; a
+    dropped context is rebuilt equal."""
+    from banister.parser import lexer
+
+    monkeypatch.setattr(lexer, "CONTEXT_CACHE_BYTES", 200_000)
+    sets = [frozenset({f'"key{i}-{j}"' for j in range(3)}) for i in range(40)]
+    first = lexer.lexer_context(sets[0], 10_000)
+    for patterns in sets:
+        ctx = lexer.lexer_context(patterns, 10_000)
+        assert lexer.lexer_context(patterns, 10_000) is ctx  # a hit while cached
+    assert lexer._context_cache_bytes <= 200_000
+    assert sum(c.table_bytes() for c in lexer._context_cache.values()) == lexer._context_cache_bytes
+    again = lexer.lexer_context(sets[0], 10_000)  # dropped long ago: built anew, the same automaton
+    assert again is not first
+    assert np.array_equal(again.transitions, first.transitions) and again.patterns == first.patterns

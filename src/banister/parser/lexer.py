@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -125,10 +127,34 @@ _BLOCK_STATES = 256
 """Lexeme DFAs up to this many states are copied whole into a product context (see _build_product)."""
 
 
-@lru_cache(maxsize=8192)
+CONTEXT_CACHE_BYTES = 256 << 20
+"""Most bytes of transition tables the process-wide cache of lexer contexts keeps (least recently used
+contexts go first; a grammar keeps the contexts it has used)."""
+
+_context_cache: OrderedDict[tuple[frozenset[str], int], LexerContext] = OrderedDict()
+_context_cache_bytes = 0
+_context_cache_lock = threading.Lock()
+
+
 def lexer_context(patterns: frozenset[str], max_states: int) -> LexerContext:
     """The lexer context of a set of lexeme patterns, shared by every grammar that allows that set."""
-    return LexerContext(patterns, max_states=max_states)
+    global _context_cache_bytes
+    key = (patterns, max_states)
+    with _context_cache_lock:
+        ctx = _context_cache.get(key)
+        if ctx is not None:
+            _context_cache.move_to_end(key)
+            return ctx
+    ctx = LexerContext(patterns, max_states=max_states)
+    size = ctx.table_bytes()
+    with _context_cache_lock:
+        if key not in _context_cache:
+            _context_cache[key] = ctx
+            _context_cache_bytes += size
+            while _context_cache_bytes > CONTEXT_CACHE_BYTES and len(_context_cache) > 1:
+                _, old = _context_cache.popitem(last=False)
+                _context_cache_bytes -= old.table_bytes()
+        return _context_cache[key]
 
 
 class LexerContext:
@@ -164,6 +190,10 @@ class LexerContext:
         self.accept_sets: list[frozenset[int]] = list(accept_sets)
         self.accept_patterns: list[frozenset[str]] = [frozenset(self.patterns[i] for i in acc) for acc in accept_sets]
         self.accepting = self.accept_id >= 0
+
+    def table_bytes(self) -> int:
+        """Bytes of the arrays this context reads (what the process-wide cache of contexts counts)."""
+        return self.transitions.nbytes + self.accept_id.nbytes + self.accepting.nbytes
 
     def _build_product(self, comps: list[LexemeDFA], max_states: int) -> None:
         k = len(comps)
