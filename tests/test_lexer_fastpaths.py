@@ -135,3 +135,48 @@ def test_context_cache_is_bounded_by_bytes(monkeypatch):
     again = lexer.lexer_context(sets[0], 10_000)  # dropped long ago: built anew, the same automaton
     assert again is not first
     assert np.array_equal(again.transitions, first.transitions) and again.patterns == first.patterns
+
+
+PLAIN_NAMES = ["a", "ab", "abc", "b", "loc", "location", "x y", "", "name_1", "Zz~"]
+KEY_PIECES = ["a", "b", "c", "l", "o", "x", " ", "y", "\\u00e9", "é", '\\"', "\\/", "/", "\\n", "\\u0061", "\\",
+              "\x01", "Z", "~", "_", "1", "n", "😀"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_key_exclusion_dfa_matches_its_regex(seed):
+    """The JSON front end builds the DFA of "any key but these plain names" straight from their trie;
+    the regex it offers the builder for (json_keys_except) is the definition, compiled here."""
+    from banister.grammar.json_build import _keys_except_dfa
+    from banister.grammar.json_text import ANY_CHAR, plain_names
+
+    rng = random.Random(seed)
+    names = tuple(rng.sample(PLAIN_NAMES, rng.randint(1, 5)))
+    assert plain_names(names)
+    fast = _keys_except_dfa(names, '"' + ANY_CHAR + '*"', 10_000)
+    regex = compile_regex(json_keys_except(names))
+    for _ in range(1500):
+        base = rng.choice(names)
+        body = base if rng.random() < 0.3 else base[: rng.randint(0, len(base))] + "".join(
+            rng.choice(KEY_PIECES) for _ in range(rng.randint(0, 3)))
+        text = ('"' + body + '"' + ('"' if rng.random() < 0.05 else "")).encode()
+        state = fast.start
+        for b in text:
+            state = int(fast.transitions[state, b])
+            if not state:
+                break
+        assert bool(state and fast.accepting[state]) is regex.matches(text), (names, text)
+
+
+def test_front_end_offers_the_key_exclusion_builder():
+    from banister.grammar.json_build import _keys_except_dfa
+    from banister.grammar.json_schema import json_schema_to_grammar
+    from banister.grammar.json_text import ANY_CHAR, plain_names
+    from banister.parser.lexer import _builders, lexeme_dfa
+
+    names = ["first_name", "last_name", "age"]
+    grammar = json_schema_to_grammar({"type": "object", "properties": {n: {"type": "integer"} for n in names}})
+    pattern = json_keys_except(names)
+    assert Lexeme(pattern) in grammar.lexemes and pattern in _builders
+    assert plain_names(names) and not plain_names(["a/b"]) and not plain_names(["é"])
+    direct = _keys_except_dfa(tuple(names), '"' + ANY_CHAR + '*"', 10_000)
+    assert np.array_equal(lexeme_dfa(pattern, 10_000).transitions, direct.transitions)  # the builder's, not the regex's

@@ -9,6 +9,7 @@ into a dead end) and rules with one single-symbol alternative are inlined.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
@@ -17,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
+
+import numpy as np
 
 from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
@@ -46,13 +49,16 @@ from banister.grammar.json_text import (
     ANY_CHAR,
     INTEGER,
     NUMBER,
+    _char_trie,
     json_char,
     json_keys_except,
     json_strings,
     number_value_regex,
+    plain_names,
     signed_number_regex,
 )
 from banister.grammar.regex_text import char_class, escape_text
+from banister.parser.lexer import LexemeDFA, lexeme_dfa, offer_builder
 from banister.regex import DEAD, compile_regex
 from banister.regex.charset import normalize
 
@@ -190,6 +196,35 @@ class _Rules:
                     if type(s) is Ref and s.name not in out:
                         todo.append(s.name)
         return Grammar(out, "start", trimmed=True)  # productive (above), reachable (this walk)
+
+
+def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -> LexemeDFA:
+    """The DFA of ``json_keys_except(names)`` for plain names (:func:`plain_names`), without the regex
+    compiler: the trie of the names grafted onto the DFA of ``any_string`` (any JSON string). A trie
+    node reads its branches' bytes, ends the key on ``"`` unless it spells a name, and reads any other
+    byte as the string's body would: a character no branch takes (its raw byte, an escape, a UTF-8
+    sequence: a plain name's characters are only ever written raw) leaves the names for good."""
+    string = lexeme_dfa(any_string, max_states)
+    quote = ord('"')
+    body = int(string.transitions[string.start, quote])
+    end = int(string.transitions[body, quote])
+    nodes = [_char_trie(names)]
+    for node in nodes:  # breadth first: a node's number is its position here
+        nodes.extend(child for c, child in node.items() if c)
+    base = string.n_states
+    table = np.zeros((base + len(nodes) + 1, 256), dtype=np.int32)
+    table[:base] = string.transitions
+    table[base : base + len(nodes)] = string.transitions[body]
+    number = {id(node): base + k for k, node in enumerate(nodes)}
+    for k, node in enumerate(nodes):
+        for c, child in node.items():
+            if c:
+                table[base + k, ord(c)] = number[id(child)]
+        table[base + k, quote] = 0 if "" in node else end
+    table[-1, quote] = base  # the start: the opening quote leads to the root
+    accepting = np.zeros(table.shape[0], dtype=np.bool_)
+    accepting[:base] = string.accepting
+    return LexemeDFA.from_table(table, accepting, table.shape[0] - 1)
 
 
 def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
@@ -805,7 +840,10 @@ class JsonGrammarBuilder:
             value = self.symbol(node_and(*(node for _, node in rules)))
             if value is None:  # a closed object: no key text to build
                 return []
-            return [(self.r.add("extra", [(self._lex(json_keys_except(names)), self.colon, value)]), 0)]
+            pattern = json_keys_except(names)
+            if plain_names(names):
+                offer_builder(pattern, functools.partial(_keys_except_dfa, tuple(names), self.string.pattern))
+            return [(self.r.add("extra", [(self._lex(pattern), self.colon, value)]), 0)]
         keysets = [keys for keys, _ in rules] + [keys for keys, _, _ in t.exists]
         components = [self._keyset_dfa(keys) for keys in keysets]
         components.append(json_automata.literals(names))

@@ -371,6 +371,12 @@ _NOT_PLAIN = re.compile(r'[^\x20-\x7e]|["\\/]')
 the fast path below, where every trie node leaves by the same non-ASCII or escaped characters."""
 
 
+def plain_names(names: Iterable[str]) -> bool:
+    """Whether every name is printable ASCII free of ``"``, ``\\`` and ``/``: characters JSON text
+    can only write raw, so a key spells such a name in one way only."""
+    return not any(_NOT_PLAIN.search(name) for name in names)
+
+
 def _plain_keys_except(names: tuple[str, ...], root: dict, deviations: str) -> str:
     """:func:`_keys_except` for names of plain printable ASCII (no ``"``, ``\\`` or ``/``): every node's
     leave step is ``_leave_step(frozenset())``, so there is one group holding every node."""

@@ -12,7 +12,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -44,11 +44,19 @@ class LexemeDFA:
         self.start = int(dfa.start)
         self.n_states = int(dfa.n_states)
         classes = getattr(dfa, "_byte_class", None)  # the DFA's own byte classes, when it exposes them
-        if classes is None or len(classes) != 256:
-            columns = np.ascontiguousarray(table.T)
-            ids: dict[bytes, int] = {}
-            classes = [ids.setdefault(columns[b].tobytes(), len(ids)) for b in range(256)]
-        self.byte_class = np.asarray(classes, dtype=np.int64)
+        self.byte_class = np.asarray(classes, dtype=np.int64) if classes is not None and len(classes) == 256 \
+            else _column_classes(table)
+
+    @classmethod
+    def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int) -> LexemeDFA:
+        """A DFA given as its arrays (complete rows, dead state 0); byte classes are found here."""
+        self = cls.__new__(cls)
+        self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
+        self.accepting = np.asarray(accepting, dtype=np.bool_)
+        self.start = int(start)
+        self.n_states = int(self.transitions.shape[0])
+        self.byte_class = _column_classes(self.transitions)
+        return self
 
     @classmethod
     def literal(cls, data: bytes) -> LexemeDFA:
@@ -73,16 +81,46 @@ class LexemeDFA:
         return bool(self.accepting[state])
 
 
+def _column_classes(table: np.ndarray) -> np.ndarray:
+    """Byte classes of a transition table: bytes whose columns are equal share an id."""
+    columns = np.ascontiguousarray(table.T)
+    ids: dict[bytes, int] = {}
+    return np.asarray([ids.setdefault(columns[b].tobytes(), len(ids)) for b in range(256)], dtype=np.int64)
+
+
+_builders: OrderedDict[str, Callable[[int], LexemeDFA]] = OrderedDict()
+_builders_lock = threading.Lock()
+MAX_LEXEME_BUILDERS = 4096
+
+
+def offer_builder(pattern: str, build: Callable[[int], LexemeDFA]) -> None:
+    """Let :func:`lexeme_dfa` build ``pattern``'s DFA with ``build(max_states)`` instead of the regex
+    compiler: a front end that knows the automaton behind a long regex hands it over this way. The
+    pattern stays the definition (tests compare the two); the most recent offers are kept."""
+    with _builders_lock:
+        _builders[pattern] = build
+        _builders.move_to_end(pattern)
+        while len(_builders) > MAX_LEXEME_BUILDERS:
+            _builders.popitem(last=False)
+
+
 @lru_cache(maxsize=8192)
 def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     """The fully built DFA of a lexeme, shared by every grammar (lexemes recur across schemas).
 
     A plain literal (most lexemes: property names, punctuation, enum strings) is built directly from
-    its bytes; anything else goes through the regex compiler.
+    its bytes, a pattern a front end offered a builder for (:func:`offer_builder`) by that builder;
+    anything else goes through the regex compiler.
     """
     data = _literal_bytes(pattern)
     if data is not None and len(data) + 2 <= max_states:
         return LexemeDFA.literal(data)
+    with _builders_lock:
+        build = _builders.get(pattern)
+    if build is not None:
+        built = build(max_states)
+        if built.n_states <= max_states:
+            return built
     dfa = compile_regex(pattern, max_states=max_states)
     state = 1  # every state is created reachable from the start: complete rows until none is missing
     while state < dfa.n_states:
