@@ -56,14 +56,21 @@ def test_inside_a_larger_pattern_and_search_mode():
     assert compile_regex(r"(?~\+|\>)").matches(b"ab") and not compile_regex(r"(?~\+|\>)").matches(b"a+")
 
 
-@pytest.mark.parametrize("bad", ["(?~)", "(?~a|)", "(?~a*)", "(?~ab|b)", "(?~a|a)", "(?~[ab])", "(?i)(?~a)", "(?~a"])
-def test_malformed_absent_groups_raise(bad):
+MALFORMED_MACHINES = ["(?@[0, [0]])", '(?@[0, [0], [[0, "(", 1]]])', '(?@[0, [0], [[0, "a", -1]]])',
+                      '(?@[0, [0], [[0, 7, 1]]])', "(?@[0,[0],[]]", "(?@{})", "(?i)(?@[0, [0], []])"]
+
+
+@pytest.mark.parametrize("bad", ["(?~)", "(?~a|)", "(?~a*)", "(?~ab|b)", "(?~a|a)", "(?~[ab])", "(?i)(?~a)", "(?~a",
+                                 *MALFORMED_MACHINES])
+def test_malformed_extension_groups_raise(bad):
+    """Both of banister's own constructs, ``(?~...)`` and the automaton ``(?@...)``."""
     with pytest.raises(RegexError):
         compile_regex(bad)
 
 
-def test_ecma_patterns_refuse_the_extension():
+@pytest.mark.parametrize("extension", ["(?~a)", '(?@[0, [0], [[0, "a", 0]]])'])
+def test_ecma_patterns_refuse_the_extensions(extension):
     with pytest.raises(RegexError):
-        parse_regex("(?~a)")
+        parse_regex(extension)
     with pytest.raises(SchemaError):
-        json_schema_to_grammar({"type": "string", "pattern": "(?~a)"})
+        json_schema_to_grammar({"type": "string", "pattern": extension})

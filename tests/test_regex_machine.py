@@ -12,15 +12,13 @@ import re
 from functools import cache
 
 import jsonschema
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_json_schema_helpers import matches
 
-from banister.errors import RegexError, SchemaError
 from banister.grammar.json_build import SchemaSettings
 from banister.grammar.json_schema import json_schema_to_grammar
-from banister.regex import compile_regex, parse_regex
+from banister.regex import compile_regex
 
 LABELS = ["a", "b|c", "[0-9]+", "é", "ab?", "(?:xy)*", "[^a]"]
 MACHINES = st.integers(1, 4).flatmap(
@@ -60,30 +58,6 @@ def test_membership_matches_re(machine, texts):
     dfa = compile_regex("<" + _machine(accepting, edges) + ">")
     for text in texts:
         assert dfa.matches(("<" + text + ">").encode()) is _oracle(n, accepting, edges, text), text
-
-
-@pytest.mark.parametrize(
-    "pattern",
-    [
-        "(?@[0, [0]])",
-        '(?@[0, [0], [[0, "(", 1]]])',
-        '(?@[0, [0], [[0, "a", -1]]])',
-        '(?@[0, [0], [[0, 7, 1]]])',
-        "(?@[0,[0],[]]",
-        "(?@{})",
-        "(?i)(?@[0, [0], []])",
-    ],
-)
-def test_malformed_machines_raise_regex_errors(pattern):
-    with pytest.raises(RegexError):
-        compile_regex(pattern)
-
-
-def test_json_schema_patterns_refuse_the_construct():
-    with pytest.raises(RegexError):
-        parse_regex('(?@[0, [0], [[0, "a", 0]]])')
-    with pytest.raises(SchemaError):
-        json_schema_to_grammar({"type": "string", "pattern": '(?@[0, [0], [[0, "a", 0]]])'})
 
 
 KEYS = st.text(st.sampled_from(list("tracedbugrn5é\"\\") + ["x", " "]), max_size=9)
