@@ -11,3 +11,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    from banister.errors import VocabularyError
+    from banister.vocab.named import load_named
+
+    try:
+        return load_named("gpt2")
+    except VocabularyError as exc:  # the package that ships it is missing
+        pytest.skip(str(exc))

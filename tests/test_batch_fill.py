@@ -20,17 +20,6 @@ INSTANCES = [{"name": "Ada \u00e9", "n": -17}, ["green", "red"]]
 
 
 @pytest.fixture(scope="module")
-def gpt2():
-    from banister.errors import VocabularyError
-    from banister.vocab.named import load_named
-
-    try:
-        return load_named("gpt2")
-    except VocabularyError as exc:  # the package that ships it is missing
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def matchers(gpt2):
     """Matchers at every position of the instances, plus a regex one and one after EOS."""
     compiler = Compiler(gpt2.vocab)

@@ -40,11 +40,6 @@ OPTIONS = {"whitespace": "compact"}
 
 
 @pytest.fixture(scope="module")
-def gpt2():
-    return load_named("gpt2")
-
-
-@pytest.fixture(scope="module")
 def compiler(gpt2):
     return Compiler(gpt2.vocab)
 

@@ -28,17 +28,6 @@ def small_vocab():
     return Vocabulary(tokens, eos_token_ids=[260])
 
 
-@pytest.fixture(scope="module")
-def gpt2():
-    from banister.errors import VocabularyError
-    from banister.vocab.named import load_named
-
-    try:
-        return load_named("gpt2")
-    except VocabularyError as exc:  # the package that ships it is missing
-        pytest.skip(str(exc))
-
-
 def entries(root, prefix):
     return sorted(p for p in (root / "grammars").glob(f"{prefix}-*.bin"))
 
