@@ -5,7 +5,6 @@ import json
 
 import jsonschema
 import pytest
-import torch
 
 from banister import Compiler, Matcher
 from banister.engine import Engine, EngineError, RequestOptions, ToyModel, ToyTokenizer
@@ -22,13 +21,7 @@ PERSON = {
 PROMPTS = [f"user: give me person {i}\n" for i in range(8)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: torch's thread pool costs more than it saves (and these machines are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def toy_engine(**kwargs) -> Engine:

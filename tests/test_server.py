@@ -16,7 +16,6 @@ import httpx
 import jsonschema
 import openai
 import pytest
-import torch
 
 from banister import Matcher
 from banister.engine import Engine, RequestOptions, ToyModel, ToyTokenizer
@@ -53,12 +52,7 @@ BAD_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
     "type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}}]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def toy_engine(model: ToyModel | None = None, **kwargs) -> Engine:
