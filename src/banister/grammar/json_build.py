@@ -60,7 +60,7 @@ from banister.grammar.json_text import (
 from banister.grammar.regex_text import char_class, escape_text
 from banister.parser.lexer import LexemeDFA, lexeme_dfa, offer_builder
 from banister.regex import DEAD, compile_regex
-from banister.regex.charset import normalize
+from banister.regex.charset import Ranges, normalize
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,18 @@ class _Rules:
                     if type(s) is Ref and s.name not in out:
                         todo.append(s.name)
         return Grammar(out, "start", trimmed=True)  # productive (above), reachable (this walk)
+
+
+def _text_edges(dfa: CharDFA) -> list[list[tuple[Ranges, int]]]:
+    """Each state's edges grouped by target, as the code points text can hold (surrogates never occur
+    in text, so an edge over surrogates alone is dropped)."""
+    rows = []
+    for row in dfa.edges:
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            by_target.setdefault(t, []).append((lo, hi))
+        rows.append([(usable, t) for t, ranges in by_target.items() if (usable := normalize(ranges))])
+    return rows
 
 
 def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -> LexemeDFA:
@@ -517,15 +529,8 @@ class JsonGrammarBuilder:
         if dfa.n_states <= self.s.max_automaton_lexeme_states and (close is not None or not dfa.accepting[0]):
             return self._dfa_lexeme(dfa, label, close is not None)
         names = [self.r.fresh(prefix) for _ in range(dfa.n_states)]
-        for s, row in enumerate(dfa.edges):
-            by_target: dict[int, list[tuple[int, int]]] = {}
-            for lo, hi, t in row:
-                by_target.setdefault(t, []).append((lo, hi))
-            alts: list[tuple[Symbol | None, ...]] = [
-                (self._lex(label(usable)), Ref(names[t]))
-                for t, ranges in by_target.items()
-                if (usable := normalize(ranges))  # surrogates never occur in text
-            ]
+        for s, row in enumerate(_text_edges(dfa)):
+            alts: list[tuple[Symbol | None, ...]] = [(self._lex(label(ranges)), Ref(names[t])) for ranges, t in row]
             if dfa.accepting[s]:
                 alts.append((close,) if close is not None else ())
             self.r.define(names[s], alts)
@@ -534,28 +539,16 @@ class JsonGrammarBuilder:
         return self.r.add("string", [(close, Ref(names[0]))])
 
     def _dfa_lexeme(self, dfa: CharDFA, label: Any, quoted: bool) -> Lexeme | None:
-        """The DFA as one lexeme whose edges read ``label(ranges)``; None when no text reaches an
-        accepting state (edges over surrogates alone are dropped: they never occur in text)."""
-        edges = []
-        for s, row in enumerate(dfa.edges):
-            by_target: dict[int, list[tuple[int, int]]] = {}
-            for lo, hi, t in row:
-                by_target.setdefault(t, []).append((lo, hi))
-            edges.extend([s, label(usable), t] for t, ranges in by_target.items() if (usable := normalize(ranges)))
-        targets: dict[int, set[int]] = {}
-        for source, _, t in edges:
-            targets.setdefault(source, set()).add(t)
-        reached, todo = {0}, [0]
-        while todo:
-            for t in targets.get(todo.pop(), ()):
-                if t not in reached:
-                    reached.add(t)
-                    todo.append(t)
-        accepting = [s for s in range(dfa.n_states) if dfa.accepting[s]]
-        if not reached.intersection(accepting):
+        """The DFA as one lexeme whose edges read ``label(ranges)``; None when it accepts no text."""
+        rows = _text_edges(dfa)
+        in_text = CharDFA([sorted((lo, hi, t) for ranges, t in row for lo, hi in ranges) for row in rows], dfa.accepting)
+        if json_automata.is_empty(json_automata.trim(in_text)):
             return None
+        edges = [[s, label(ranges), t] for s, row in enumerate(rows) for ranges, t in row]
+        accepting = [s for s in range(dfa.n_states) if dfa.accepting[s]]
         machine = "(?@" + json.dumps([0, accepting, edges], separators=(",", ":")) + ")"
         return self._lex('"' + machine + '"' if quoted else machine)
+
 
     # ---------------------------------------------------------------------------------- arrays
 

@@ -235,20 +235,16 @@ def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
     rule_id = {name: i for i, name in enumerate(all_names)}
     all_lexemes = grammar.lexemes
     lexeme_id = {lex: j for j, lex in enumerate(all_lexemes)}
-    if grammar.trimmed and not empty_lexemes:
-        rules_int = [
-            [tuple(rule_id[s.name] if type(s) is Ref else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
-            for alternatives in grammar.rules.values()
-        ]
-        rules_int.append([(rule_id[grammar.start],)])
-        return rules_int, all_lexemes, all_names
     encoded = [
-        [tuple(rule_id[s.name] if isinstance(s, Ref) else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
+        [tuple(rule_id[s.name] if type(s) is Ref else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
         for alternatives in grammar.rules.values()
     ]
+    start = rule_id[grammar.start]
+    if grammar.trimmed and not empty_lexemes:
+        encoded.append([(start,)])
+        return encoded, all_lexemes, all_names
     empty = frozenset(-1 - lexeme_id[lex] for lex in empty_lexemes if lex in lexeme_id)
     productive = _least_rules(encoded, empty)
-    start = rule_id[grammar.start]
     if start not in productive:
         raise GrammarError(f"the start rule {grammar.start!r} derives no text at all")
 
