@@ -215,12 +215,13 @@ class _Parser:
         if self.text[end : end + 1] != ")":
             raise self.error("missing ')' for this group", start)
         self.pos = end + 1
-        ok = isinstance(spec, list) and len(spec) == 3 and isinstance(spec[1], list) and isinstance(spec[2], list)
-        states = [spec[0], *spec[1], *(e[i] for e in spec[2] if isinstance(e, list) and len(e) == 3 for i in (0, 2))] \
-            if ok else []
-        if not ok or not all(type(q) is int and q >= 0 for q in states) or \
-                not all(isinstance(e, list) and len(e) == 3 and isinstance(e[1], str) for e in spec[2]):
-            raise self.error('(?@...) takes [start, [accepting...], [[source, "label", target], ...]]', start)
+        shape = self.error('(?@...) takes [start, [accepting...], [[source, "label", target], ...]]', start)
+        if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[1], list) and isinstance(spec[2], list)
+                and all(isinstance(e, list) and len(e) == 3 and isinstance(e[1], str) for e in spec[2])):
+            raise shape
+        states = [spec[0], *spec[1], *(e[0] for e in spec[2]), *(e[2] for e in spec[2])]
+        if not all(type(q) is int and q >= 0 for q in states):
+            raise shape
         edges = []
         for source, label, target in spec[2]:
             try:
