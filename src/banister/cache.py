@@ -33,9 +33,10 @@ import os
 import pickle
 import tempfile
 import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from banister.regex import RegexDFA
     from banister.vocab.trie import TokenTrie
     from banister.vocab.vocabulary import Vocabulary
+
+T = TypeVar("T")
 
 FORMAT = 1
 """Version of the file layout; bump it when the payloads change shape."""
@@ -117,13 +120,13 @@ class WarmCache:
 
         path = self.root / "tables" / f"trie-{vocab.fingerprint}.bin"
         key = f"trie:{vocab.fingerprint}"
-        payload = self._read(path, key)
-        if payload is not None:
-            try:
-                with np.load(io.BytesIO(payload), allow_pickle=False) as arrays:
-                    return TokenTrie.from_arrays(dict(arrays))
-            except Exception:  # noqa: BLE001 - checksummed, so only a format change lands here: rebuild
-                self._reject(path)
+        def decode(payload: bytes) -> TokenTrie:
+            with np.load(io.BytesIO(payload), allow_pickle=False) as arrays:
+                return TokenTrie.from_arrays(dict(arrays))
+
+        found = self._load(path, key, decode)
+        if found is not None:
+            return found
         trie = TokenTrie.build(vocab.tokens, vocab.special_token_ids)
         buf = io.BytesIO()
         np.savez(buf, **trie.to_arrays())  # type: ignore[arg-type]
@@ -141,15 +144,7 @@ class WarmCache:
 
     def load_grammar(self, key: str) -> Grammar | None:
         """The Grammar IR stored under ``key``, or None."""
-        path = self.root / "grammars" / f"ir-{key}.bin"
-        payload = self._read(path, key)
-        if payload is None:
-            return None
-        try:
-            return grammar_from_json(json.loads(payload))
-        except Exception:  # noqa: BLE001 - an unreadable entry is a miss, never an error
-            self._reject(path)
-            return None
+        return self._load(self.root / "grammars" / f"ir-{key}.bin", key, lambda p: grammar_from_json(json.loads(p)))
 
     def store_grammar(self, key: str, grammar: Grammar) -> None:
         """Store ``grammar`` under ``key`` (best effort: an unwritable cache is skipped).
@@ -166,18 +161,13 @@ class WarmCache:
         """The regex DFA stored under ``key``, or None."""
         from banister.regex import RegexDFA
 
-        path = self.root / "grammars" / f"dfa-{key}.bin"
-        payload = self._read(path, key)
-        if payload is None:
-            return None
-        try:
-            dfa = pickle.loads(payload)
-            if isinstance(dfa, RegexDFA):
-                return dfa
-        except Exception:  # noqa: BLE001, S110 - an unreadable entry is a miss, never an error
-            pass
-        self._reject(path)
-        return None
+        def decode(payload: bytes) -> RegexDFA:
+            dfa = pickle.loads(payload)  # the docs say: point the cache only at a directory you trust
+            if not isinstance(dfa, RegexDFA):
+                raise TypeError(f"not a RegexDFA: {type(dfa).__name__}")
+            return dfa
+
+        return self._load(self.root / "grammars" / f"dfa-{key}.bin", key, decode)
 
     def store_dfa(self, key: str, dfa: RegexDFA) -> None:
         """Store a (fully built) regex DFA under ``key``."""
@@ -229,6 +219,18 @@ class WarmCache:
             pass
         self.stats["hits"] += 1
         return payload
+
+    def _load(self, path: Path, key: str, decode: Callable[[bytes], T]) -> T | None:
+        """The entry at ``path`` decoded, or None; an entry that fails to decode is a miss, never an
+        error (checksummed, so only a format change or a foreign file lands there), and is deleted."""
+        payload = self._read(path, key)
+        if payload is None:
+            return None
+        try:
+            return decode(payload)
+        except Exception:  # noqa: BLE001
+            self._reject(path)
+            return None
 
     def _reject(self, path: Path) -> None:
         self.stats["rejected"] += 1
