@@ -1,6 +1,6 @@
 """Where banister's MaskBench time goes: front end, automaton construction, first mask, later masks.
 
-Runs the MaskBench protocol (banister only) over the first N dev records and splits time to first mask
+Runs the MaskBench protocol (banister only) over the first N dev records (or a random ``--sample``) and splits time to first mask
 into the JSON Schema front end, ``GrammarAutomaton`` construction and the first ``token_mask``; the later
 masks into percentiles, with the slowest listed. ``--cprofile OUT`` writes a cProfile of the whole run.
 
@@ -16,6 +16,7 @@ import argparse
 import cProfile
 import gc
 import json
+import random
 import time
 
 import numpy as np
@@ -36,6 +37,8 @@ def main() -> None:
     ap.add_argument("--data", default="/work/shared/data/maskbench/dev.jsonl.gz")
     ap.add_argument("--tokenizer", default="llama3")
     ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--sample", type=int, help="a random sample of N records from the whole file (overrides --limit)")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cprofile")
     ap.add_argument("--only", choices=["all", "compile", "masks"], default="all",
                     help="what the cProfile covers")
@@ -56,7 +59,9 @@ def main() -> None:
     named = load_named(args.tokenizer)
     vocab = named.vocab
     vocab.trie  # noqa: B018
-    records = list(read_records(args.data, limit=args.limit))
+    records = list(read_records(args.data, limit=None if args.sample else args.limit))
+    if args.sample:
+        records = random.Random(args.seed).sample(records, args.sample)
     encoded = [[named.encode(json.dumps(t["data"], ensure_ascii=False)) for t in r["tests"]] for r in records]
     if args.gc_freeze:
         gc.collect()

@@ -1,9 +1,8 @@
-"""Lexer contexts: one product DFA for each set of lexemes the parser may accept next.
+"""Lexer contexts: the product automaton of each set of lexemes the parser may accept next.
 
-A context's state is the tuple of every lexeme's DFA state (0 = the dead tuple). ``accept_id[s]`` names
-the set of lexemes that have matched in full at state ``s`` (-1 when none), so the recogniser can end
-the lexeme there. Transitions are computed once per byte class (bytes that every component DFA treats
-alike), so building a context costs states x classes, not states x 256.
+A context's state is the set of lexemes still alive, each with its DFA state (0 = none alive).
+``accept_id[s]`` names the set of lexemes that have matched in full at ``s`` (-1 when none), so the
+recogniser can end the lexeme there. States are numbered as the text reaches them, not built ahead.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -162,7 +161,8 @@ def _literal_bytes(pattern: str) -> bytes | None:
 
 
 _BLOCK_STATES = 256
-"""Lexeme DFAs up to this many states are copied whole into a product context (see _build_product)."""
+"""Lexeme DFAs up to this many states are embedded whole in a context when first reached (see
+:class:`LexerContext`); bigger ones are explored state by state."""
 
 
 CONTEXT_CACHE_BYTES = 256 << 20
@@ -176,7 +176,6 @@ _context_cache_lock = threading.Lock()
 
 def lexer_context(patterns: frozenset[str], max_states: int) -> LexerContext:
     """The lexer context of a set of lexeme patterns, shared by every grammar that allows that set."""
-    global _context_cache_bytes
     key = (patterns, max_states)
     with _context_cache_lock:
         ctx = _context_cache.get(key)
@@ -184,235 +183,208 @@ def lexer_context(patterns: frozenset[str], max_states: int) -> LexerContext:
             _context_cache.move_to_end(key)
             return ctx
     ctx = LexerContext(patterns, max_states=max_states)
-    size = ctx.table_bytes()
     with _context_cache_lock:
         if key not in _context_cache:
             _context_cache[key] = ctx
-            _context_cache_bytes += size
-            while _context_cache_bytes > CONTEXT_CACHE_BYTES and len(_context_cache) > 1:
-                _, old = _context_cache.popitem(last=False)
-                _context_cache_bytes -= old.table_bytes()
-        return _context_cache[key]
+            ctx._counted = 0
+        found = _context_cache[key]
+    _account(found)
+    return found
+
+
+def _account(ctx: LexerContext) -> None:
+    """Count a cached context's current table bytes against the cache's budget (contexts grow as they
+    are explored) and drop the least recently used contexts past it."""
+    global _context_cache_bytes
+    with _context_cache_lock:
+        if ctx._counted is None:  # not (or no longer) in the cache
+            return
+        size = ctx.table_bytes()
+        _context_cache_bytes += size - ctx._counted
+        ctx._counted = size
+        while _context_cache_bytes > CONTEXT_CACHE_BYTES and len(_context_cache) > 1:
+            _, old = _context_cache.popitem(last=False)
+            _context_cache_bytes -= old._counted
+            old._counted = None
+
+
+Live = tuple[tuple[int, int], ...]
+"""The lexemes alive in a context state: ``(lexeme index, its DFA state)`` pairs, by lexeme index."""
 
 
 class LexerContext:
-    """The product DFA of a set of lexemes; built eagerly, immutable afterwards.
+    """The product automaton of a set of lexemes, explored only as far as it is used.
 
-    ``patterns[i]`` is lexeme ``i`` of this context; ``accept_sets`` hold such indices. ``ident`` is
+    ``patterns[i]`` is lexeme ``i``; a state is the set of lexemes still alive with their DFA states
+    (:meth:`live`), numbered from 1 (0 is dead). ``accept_id[s]`` names the set of lexemes that have
+    matched in full at ``s`` (-1 when none; ``accept_sets``/``accept_patterns`` by id). ``ident`` is
     unique in the process, so caches keyed by it can be shared across grammars.
 
-    A context of one lexeme is that lexeme's DFA itself (no product to build). Otherwise the product
-    is explored from the start tuple, reading only the components still alive in each state (most
-    states of a context have one live lexeme: a key literal and the other-keys lexeme part after one
-    character), one step per combined byte class.
+    Nothing is built ahead: a state gets its number when some step first reaches it and its row of
+    successors when a step first leaves it (:meth:`step`, :meth:`row`). A context of a hundred property
+    names is a dictionary and a few rows, not the product of a hundred DFAs. A state where one lexeme of
+    at most ``_BLOCK_STATES`` states is alive (most states: one literal after its first bytes) is that
+    lexeme's own DFA state: the first time one is reached, the lexeme's whole DFA is embedded as a block
+    of numbers (``base + state``), its rows copied in one numpy step. Token masks never read the product
+    (the recogniser walks each live lexeme's own DFA); only text that is accepted steps through it.
+
+    ``accept_id`` may be replaced by a bigger array as the context grows: read it from the context each
+    time. Contexts are shared by threads; exploration is serialised by a lock.
     """
 
     def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
         self.ident = next(_context_ids)
         self.patterns: tuple[str, ...] = tuple(sorted(patterns))
-        comps = [lexeme_dfa(p, max_states) for p in self.patterns]
-        k = len(comps)
-        self._live: dict[int, bytes] = {}
-        if k == 1:
-            dfa = comps[0]
-            self.transitions = dfa.transitions
-            self.start = int(dfa.start)
-            self.n_states = int(dfa.n_states)
-            self.components: Sequence[tuple[int, ...]] = _Singletons(self.n_states)
-            self.accept_id = np.where(dfa.accepting, 0, -1).astype(np.int32)
-            accept_sets = {frozenset((0,)): 0} if bool(dfa.accepting.any()) else {}
-        else:
-            self._build_product(comps, max_states)
-            accept_sets = self._accept_sets
-        self.accept_index = accept_sets  # accept set (lexeme indices) -> its id
-        self.accept_sets: list[frozenset[int]] = list(accept_sets)
-        self.accept_patterns: list[frozenset[str]] = [frozenset(self.patterns[i] for i in acc) for acc in accept_sets]
-        self.accepting = self.accept_id >= 0
+        self._comps = [lexeme_dfa(p, max_states) for p in self.patterns]
+        self._small = [d.n_states <= _BLOCK_STATES for d in self._comps]
+        self._max_states = max_states
+        self._lock = threading.RLock()
+        self._counted: int | None = None  # bytes the process-wide cache counts for it (None: not cached)
+        self.accept_index: dict[frozenset[int], int] = {}
+        self.accept_sets: list[frozenset[int]] = []
+        self.accept_patterns: list[frozenset[str]] = []
+        self._index: dict[Live, int] = {}  # explored states (several live lexemes, or one big one)
+        self._live: dict[int, Live] = {}
+        self._blocks: list[tuple[int, int, int, int]] = []  # (first number, end, lexeme, base)
+        self._block_base: dict[int, int] = {}
+        self._live_bytes: dict[int, bytes] = {}
+        if len(self._comps) == 1 and self._small[0]:  # one lexeme: its DFA is the context, no copy
+            d = self._comps[0]
+            self._table = d.transitions
+            self._expanded = bytearray(b"\x01") * d.n_states
+            aid = self.accept_set_id(frozenset((0,))) if bool(d.accepting.any()) else -1
+            self.accept_id = np.where(d.accepting, aid, -1).astype(np.int32)
+            self._n = d.n_states
+            self._blocks.append((1, d.n_states, 0, 0))
+            self._block_base[0] = 0
+            self.start = d.start
+            return
+        self._table = np.zeros((16, 256), dtype=np.int32)
+        self.accept_id = np.full(16, -1, dtype=np.int32)
+        self._expanded = bytearray(16)
+        self._expanded[DEAD] = 1  # the dead state's row is all dead
+        self._n = 1
+        with self._lock:
+            self.start = self._intern(tuple((j, d.start) for j, d in enumerate(self._comps) if d.start != DEAD))
 
-    def table_bytes(self) -> int:
-        """Bytes of the arrays this context reads (what the process-wide cache of contexts counts)."""
-        return self.transitions.nbytes + self.accept_id.nbytes + self.accepting.nbytes
+    # -- reading ------------------------------------------------------------------------------------------
 
-    def _build_product(self, comps: list[LexemeDFA], max_states: int) -> None:
-        k = len(comps)
-        # Combined byte classes (bytes every component treats alike), refined one component at a time.
-        combined = np.zeros(256, dtype=np.int64)
-        radix = 1
-        for d in comps:
-            size = int(d.byte_class.max()) + 1
-            if radix * size >= 1 << 62:  # compress before the mixed-radix key overflows
-                combined = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
-                radix = int(combined.max()) + 1
-            combined = combined * size + d.byte_class
-            radix *= size
-        _, first, class_of = np.unique(combined, return_index=True, return_inverse=True)
-        reps: list[int] = first.tolist()
-        rep_index = first.astype(np.intp)
-        class_of = class_of.reshape(-1)
-        tables = [d.transitions for d in comps]
-        rows: list[dict[int, list[int]]] = [{} for _ in comps]  # component state -> its row by class
+    def step(self, state: int, byte: int) -> int:
+        """The state after reading ``byte`` in ``state`` (0: no lexeme can go on)."""
+        if not self._expanded[state]:
+            self._expand(state)
+        return int(self._table[state, byte])
 
-        def row(i: int, s: int) -> list[int]:
-            r = rows[i].get(s)
-            if r is None:
-                r = rows[i][s] = tables[i][s, rep_index].tolist()
-            return r
+    def row(self, state: int) -> np.ndarray:
+        """The successors of ``state`` by byte (int32, 256 entries; read-only use)."""
+        if not self._expanded[state]:
+            self._expand(state)
+        return self._table[state]
 
-        n_classes = len(reps)
-        dead = (DEAD,) * k
-        start = tuple(int(d.start) for d in comps)
-        # States with several live lexemes are explored here one by one; a state with one live lexeme
-        # ``j`` is that lexeme's DFA state, and everything after it is too: the first time one is
-        # reached, lexeme ``j``'s whole DFA is embedded as a block of states (``block_base[j] + s``),
-        # its rows copied in one numpy step instead of explored in Python. A lexeme DFA of more than
-        # _BLOCK_STATES states is explored instead (a state late in a big DFA may reach few others).
-        index: dict[tuple[int, ...], int] = {dead: 0}
-        order: list[tuple[int, ...]] = [dead]  # the explored (multi-live) states, by exploration order
-        ids: list[int] = [0]  # their state ids
-        lives: list[list[int]] = [[]]
-        out_rows: list[list[int]] = [[0] * n_classes]
-        block_base: dict[int, int] = {}
-        n_total = [1]
-
-        def block(j: int) -> int:
-            base = block_base.get(j)
-            if base is None:
-                base = block_base[j] = n_total[0] - 1  # lexeme state s >= 1 is state base + s
-                n_total[0] += comps[j].n_states - 1
-            return base
-
-        def new_state(nxt: tuple[int, ...], live: list[int]) -> int:
-            if len(order) >= max_states:
-                raise LimitError(
-                    f"a lexer context of {k} lexemes needs more than {max_states} states", "max_lexer_states"
-                )
-            n = index[nxt] = n_total[0]
-            n_total[0] += 1
-            order.append(nxt)
-            ids.append(n)
-            lives.append(live)
-            return n
-
-        small = [d.n_states <= _BLOCK_STATES for d in comps]
-        start_live = [j for j, s in enumerate(start) if s != DEAD]
-        if len(start_live) == 1 and small[start_live[0]]:
-            self.start = block(start_live[0]) + start[start_live[0]]
-        elif start_live:
-            self.start = new_state(start, start_live)
-        else:
-            self.start = 0
-        i = 1
-        while i < len(order):
-            cur = order[i]
-            live = lives[i]
-            if len(live) == 1:  # one live lexeme too big to embed: explored like the others
-                j = live[0]
-                targets: list = row(j, cur[j])
-                local: dict = {}
-                for t in set(targets):
-                    if not t:
-                        local[t] = 0
-                        continue
-                    nxt = dead[:j] + (t,) + dead[j + 1 :]
-                    n = index.get(nxt)
-                    local[t] = new_state(nxt, [j]) if n is None else n
-                out_rows.append([local[t] for t in targets])
-                i += 1
-                continue
-            targets = list(zip(*(row(j, cur[j]) for j in live)))
-            local = {}
-            for combo in set(targets):
-                alive = [(j, t) for j, t in zip(live, combo) if t != DEAD]
-                if not alive:
-                    local[combo] = 0
-                elif len(alive) == 1 and small[alive[0][0]]:
-                    j, t = alive[0]
-                    local[combo] = block(j) + t
-                else:
-                    nxt_list = list(dead)
-                    for j, t in alive:
-                        nxt_list[j] = t
-                    nxt = tuple(nxt_list)
-                    n = index.get(nxt)
-                    local[combo] = new_state(nxt, [j for j, _ in alive]) if n is None else n
-            out_rows.append([local[t] for t in targets])
-            i += 1
-        total = n_total[0]
-        if total > 8 * max_states:  # a memory guard: blocks are bounded by their lexemes' own limits
-            raise LimitError(f"a lexer context of {k} lexemes needs more than {8 * max_states} states",
-                             "max_lexer_states")
-        transitions = np.zeros((total, 256), dtype=np.int32)
-        by_class = np.asarray(out_rows, dtype=np.int32).reshape(len(order), n_classes)
-        transitions[np.asarray(ids, dtype=np.intp)] = by_class[:, class_of]
-        accept_sets: dict[frozenset[int], int] = {}
-        accept_id = np.full(total, -1, dtype=np.int32)
-        accepting = [d.accepting.tolist() for d in comps]
-        for n, tup, live in zip(ids, order, lives):
-            acc = frozenset(j for j in live if accepting[j][tup[j]])
-            if acc:
-                accept_id[n] = accept_sets.setdefault(acc, len(accept_sets))
-        blocks = []
-        for j, base in sorted(block_base.items(), key=lambda item: item[1]):
-            d = comps[j]
-            rows_j = d.transitions[1:]
-            transitions[base + 1 : base + d.n_states] = np.where(rows_j != 0, rows_j + base, 0)
-            if bool(d.accepting[1:].any()):
-                accept_id[base + 1 : base + d.n_states][d.accepting[1:]] = accept_sets.setdefault(
-                    frozenset((j,)), len(accept_sets))
-            blocks.append((base + 1, base + d.n_states, j, base))
-        self.transitions = transitions
-        self.n_states = total
-        self.components = _ProductComponents(total, dead, {n: tup for n, tup in zip(ids, order)}, blocks)
-        self.accept_id = accept_id
-        self._accept_sets = accept_sets
-
-    def live_bytes(self, state: int) -> bytes:
-        """The bytes that lead ``state`` to a live state (computed on first use)."""
+    def live(self, state: int) -> Live:
+        """The lexemes alive in ``state``, each with its own DFA state."""
         found = self._live.get(state)
-        if found is None:
-            found = self._live[state] = np.flatnonzero(self.transitions[state]).astype(np.uint8).tobytes()
-        return found
-
-
-class _ProductComponents:
-    """``components`` of a product context: explored states by id, block states from their lexeme."""
-
-    __slots__ = ("_blocks", "_dead", "_explored", "_n")
-
-    def __init__(self, n: int, dead: tuple[int, ...], explored: dict[int, tuple[int, ...]],
-                 blocks: list[tuple[int, int, int, int]]) -> None:
-        self._n = n
-        self._dead = dead
-        self._explored = explored
-        self._blocks = blocks  # (first id, end id, lexeme, base)
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, s: int) -> tuple[int, ...]:
-        found = self._explored.get(s)
         if found is not None:
             return found
         for first, end, j, base in self._blocks:
-            if first <= s < end:
-                return self._dead[:j] + (s - base,) + self._dead[j + 1 :]
-        raise IndexError(s)
+            if first <= state < end:
+                return ((j, state - base),)
+        return ()
 
+    def live_bytes(self, state: int) -> bytes:
+        """The bytes that lead ``state`` to a live state."""
+        found = self._live_bytes.get(state)
+        if found is None:
+            found = self._live_bytes[state] = np.flatnonzero(self.row(state)).astype(np.uint8).tobytes()
+        return found
 
-class _Singletons:
-    """``components`` of a one-lexeme context: state ``s`` is the tuple ``(s,)``."""
+    def accept_set_id(self, lexemes: frozenset[int]) -> int:
+        """The id of a set of this context's lexemes (numbered on first use)."""
+        found = self.accept_index.get(lexemes)
+        if found is None:
+            with self._lock:
+                found = self.accept_index.get(lexemes)
+                if found is None:
+                    found = len(self.accept_sets)
+                    self.accept_sets.append(lexemes)
+                    self.accept_patterns.append(frozenset(self.patterns[i] for i in lexemes))
+                    self.accept_index[lexemes] = found
+        return found
 
-    __slots__ = ("_n",)
+    def table_bytes(self) -> int:
+        """Bytes of the arrays this context holds (what the process-wide cache of contexts counts)."""
+        return self._table.nbytes + self.accept_id.nbytes
 
-    def __init__(self, n: int) -> None:
-        self._n = n
+    # -- exploring ----------------------------------------------------------------------------------------
 
-    def __len__(self) -> int:
-        return self._n
+    def _intern(self, live: Live) -> int:
+        """The number of the state where ``live`` are alive (caller holds the lock)."""
+        if not live:
+            return DEAD
+        if len(live) == 1 and self._small[live[0][0]]:
+            j, s = live[0]
+            return self._block(j) + s
+        n = self._index.get(live)
+        if n is None:
+            if len(self._index) >= self._max_states:
+                raise LimitError(f"a lexer context of {len(self.patterns)} lexemes needs more than "
+                                 f"{self._max_states} states", "max_lexer_states")
+            n = self._allocate(1)
+            accepted = frozenset(j for j, s in live if self._comps[j].accepting[s])
+            if accepted:
+                self.accept_id[n] = self.accept_set_id(accepted)
+            self._live[n] = live
+            self._index[live] = n
+        return n
 
-    def __getitem__(self, s: int) -> tuple[int, ...]:
-        if not 0 <= s < self._n:
-            raise IndexError(s)
-        return (s,)
+    def _block(self, j: int) -> int:
+        """The base of lexeme ``j``'s embedded DFA (state ``s >= 1`` is ``base + s``), embedding it now
+        if this is the first time (caller holds the lock)."""
+        base = self._block_base.get(j)
+        if base is None:
+            d = self._comps[j]
+            first = self._allocate(d.n_states - 1)
+            base = first - 1
+            end = first + d.n_states - 1
+            rows = d.transitions[1:]
+            self._table[first:end] = np.where(rows != 0, rows + base, 0)
+            if bool(d.accepting[1:].any()):
+                self.accept_id[first:end][d.accepting[1:]] = self.accept_set_id(frozenset((j,)))
+            self._expanded[first:end] = b"\x01" * (end - first)
+            self._blocks.append((first, end, j, base))
+            self._block_base[j] = base
+        return base
 
+    def _allocate(self, count: int) -> int:
+        """Number ``count`` new states (rows unexpanded, nothing accepted); returns the first."""
+        first = self._n
+        need = first + count
+        if need > 8 * self._max_states:  # a memory guard: blocks are bounded by their lexemes' own limits
+            raise LimitError(f"a lexer context of {len(self.patterns)} lexemes needs more than "
+                             f"{8 * self._max_states} states", "max_lexer_states")
+        capacity = self._table.shape[0]
+        if need > capacity:
+            capacity = max(need, 2 * capacity)
+            table = np.zeros((capacity, 256), dtype=np.int32)
+            table[:first] = self._table[:first]
+            accept_id = np.full(capacity, -1, dtype=np.int32)
+            accept_id[:first] = self.accept_id[:first]
+            self._expanded.extend(bytes(capacity - len(self._expanded)))
+            self._table, self.accept_id = table, accept_id
+            _account(self)
+        self._n = need
+        return first
 
+    def _expand(self, state: int) -> None:
+        """Compute the row of an explored state: its live lexemes' rows, combined byte by byte."""
+        with self._lock:
+            if self._expanded[state]:
+                return
+            live = self._live[state]
+            lexemes = [j for j, _ in live]
+            rows = np.stack([self._comps[j].transitions[s] for j, s in live])  # (live lexemes, 256)
+            combos, inverse = np.unique(rows, axis=1, return_inverse=True)
+            ids = [self._intern(tuple((j, t) for j, t in zip(lexemes, combo) if t))
+                   for combo in combos.T.tolist()]
+            self._table[state] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
+            self._expanded[state] = 1

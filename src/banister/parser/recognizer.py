@@ -11,6 +11,8 @@ that stay inside the current lexeme depend on the lexer state alone, so one trie
 end). Only those few subtrees consult the parser: for each group of crossings the parser scans the
 lexeme, and the subtrees are walked again in the next context; those walks are cached too, keyed by
 the crossing nodes and the context they continue in (so every key's closing quote, say, shares one).
+A context's walk is the union of its live lexemes' own DFA walks, cached per vocabulary by lexeme state
+and crossing nodes: contexts recur as new sets of the same lexemes, and none needs a product table.
 """
 
 from __future__ import annotations
@@ -109,22 +111,21 @@ class GrammarAutomaton:
         i, n = 0, len(data)
         while i < n:
             if len(hyps) == 1:
-                # One hypothesis inside a lexeme that can't end here (most bytes): step its DFA
+                # One hypothesis inside a lexeme that can't end here (most bytes): step its context
                 # without building a state per byte.
                 ((parse, ctx, lex),) = hyps
                 if ctx is not None and ctx.accept_id[lex] < 0:
-                    transitions, accept_id = ctx.transitions, ctx.accept_id
-                    while i < n and accept_id[lex] < 0:
-                        lex = transitions[lex, data[i]]
+                    while i < n and ctx.accept_id[lex] < 0:
+                        lex = ctx.step(lex, data[i])
                         if not lex:
                             return None
                         i += 1
-                    hyps = frozenset(((parse, ctx, int(lex)),))
+                    hyps = frozenset(((parse, ctx, lex),))
                     continue
             nxt: set[Hypothesis] = set()
             b = data[i]
             for parse, ctx, lex, _ in self._branches(hyps):
-                s = int(ctx.transitions[lex, b])
+                s = ctx.step(lex, b)
                 if s:
                     nxt.add((parse, ctx, s))
             if not nxt:
@@ -198,7 +199,7 @@ class GrammarAutomaton:
             found = memo.get(key)
             if found is None:
                 collected: list = []
-                self._collect(key, parse, ctx, lex, _WHOLE_TRIE, collected)
+                self._collect(key, parse, ctx, lex, _WHOLE_TRIE, b"", collected)
                 found = memo[key] = tuple(collected)
             parts.extend(found)
         return parts
@@ -231,12 +232,12 @@ class GrammarAutomaton:
         return live
 
     def _collect(self, key: tuple, parse: ParseState, ctx: LexerContext, start: int, roots: np.ndarray,
-                 out: list) -> None:
+                 roots_key: bytes, out: list) -> None:
         """Append to ``out`` the token sets allowed from ``start`` below ``roots`` (and below the
         crossings of that walk, in the contexts the parser continues in)."""
         walk = self._walks.get(key)
         if walk is None:
-            walk = self._walk(ctx, start, roots)
+            walk = self._walk(ctx, start, roots, roots_key)
             if len(self._walks) >= MAX_CACHED_WALKS:
                 self._walks.clear()
             self._walks[key] = walk
@@ -248,7 +249,7 @@ class GrammarAutomaton:
         # ``_scan``, ``EarleyParser.scan`` and ``context`` are read here directly.
         accepts = self._accepts
         scans = parse._scans
-        for aid, sub_roots, roots_key in walk.groups:
+        for aid, sub_roots, sub_key in walk.groups:
             akey = (ctx.ident, aid)
             lexemes = accepts.get(akey)
             if lexemes is None:
@@ -261,59 +262,51 @@ class GrammarAutomaton:
             c2 = self._contexts.get(after.expected)
             if c2 is None:
                 c2 = self.context(after)
-            self._collect((roots_key, c2.ident), after, c2, c2.start, sub_roots, out)
+            self._collect((sub_key, c2.ident), after, c2, c2.start, sub_roots, sub_key, out)
 
-    def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray) -> _Walk:
-        if roots is _WHOLE_TRIE and len(ctx.patterns) <= 62:
-            return self._walk_by_lexeme(ctx, start)
-        scratch = _scratch(self._words)
-        try:
-            nodes, states, touched = walk_tokens(self.vocab, ctx.transitions, ctx.accepting, start, roots, scratch)
-        except BaseException:
-            scratch.fill(0)
-            raise
-        return self._grouped(_take(scratch, touched), nodes, ctx.accept_id[states] if nodes.size else nodes)
-
-    def _walk_by_lexeme(self, ctx: LexerContext, start: int) -> _Walk:
-        """A whole-trie walk of a context state, assembled from the walks of its lexemes' states.
+    def _walk(self, ctx: LexerContext, start: int, roots: np.ndarray, roots_key: bytes) -> _Walk:
+        """The walk of context state ``start`` below ``roots`` (``roots_key``: their bytes), assembled
+        from the walks of its live lexemes' DFA states.
 
         The product is alive exactly when some lexeme is, so its allowed tokens are the union of the
         lexemes' own, and a crossing's accept set is the set of lexemes accepting at that node. The
         lexeme walks are cached per vocabulary and shared by every context and grammar that uses the
-        lexeme: a new context costs a few ORs, not a walk of the trie.
+        lexeme: a new context costs a few ORs, not a walk of the trie (nor a product to walk).
         """
-        alive = [(i, int(c)) for i, c in enumerate(ctx.components[start]) if c != DEAD]
+        alive = ctx.live(start)
         if len(alive) == 1:
             # One live lexeme (the common case): its walk is the context's, and every crossing ends
             # exactly that lexeme.
             i, component = alive[0]
-            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component)
-            groups = (_group(ctx.accept_index[frozenset((i,))], crossings),) if crossings.size else ()
+            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component, roots, roots_key)
+            groups = (_group(ctx.accept_set_id(frozenset((i,))), crossings),) if crossings.size else ()
             return _Walk(lexeme_tokens, groups)
-        merged = []
-        nodes, bits, crossing_lexemes = [], [], []
+        merged, nodes, crossing_lexemes = [], [], []
         for i, component in alive:
-            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component)
+            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component, roots, roots_key)
             if lexeme_tokens is not None:
                 merged.append(lexeme_tokens)
             if crossings.size:
                 nodes.append(crossings)
-                bits.append(np.full(crossings.size, 1 << i, dtype=np.int64))
                 crossing_lexemes.append(i)
         tokens = self._union(merged)
         if not nodes:
             return _Walk(tokens, ())
         if len(nodes) == 1:
-            return _Walk(tokens, (_group(ctx.accept_index[frozenset(crossing_lexemes)], nodes[0]),))
-        all_nodes, all_bits = np.concatenate(nodes), np.concatenate(bits)
+            return _Walk(tokens, (_group(ctx.accept_set_id(frozenset(crossing_lexemes)), nodes[0]),))
+        all_nodes = np.concatenate(nodes)
+        owner = np.repeat(np.arange(len(nodes)), [n.size for n in nodes])
         order = np.argsort(all_nodes, kind="stable")
-        all_nodes, all_bits = all_nodes[order], all_bits[order]
+        all_nodes, owner = all_nodes[order], owner[order]
         unique_nodes, first = np.unique(all_nodes, return_index=True)
-        masks = np.bitwise_or.reduceat(all_bits, first)
-        lookup = {}
-        for m in np.unique(masks).tolist():
-            lookup[m] = ctx.accept_index[frozenset(i for i in range(len(ctx.patterns)) if m >> i & 1)]
-        aids = np.fromiter((lookup[m] for m in masks.tolist()), dtype=np.int32, count=masks.size)
+        if len(nodes) <= 62:  # the lexemes crossing at each node as the bits of one integer
+            keys = np.bitwise_or.reduceat(np.left_shift(1, owner.astype(np.int64)), first).tolist()
+            owners = {m: [b for b in range(len(nodes)) if m >> b & 1] for m in set(keys)}
+        else:
+            keys = [tuple(run) for run in np.split(owner, first[1:])]
+            owners = {k: k for k in set(keys)}
+        lookup = {k: ctx.accept_set_id(frozenset(crossing_lexemes[b] for b in bs)) for k, bs in owners.items()}
+        aids = np.fromiter((lookup[k] for k in keys), dtype=np.int32, count=len(keys))
         return self._grouped(tokens, unique_nodes.astype(np.int32), aids)
 
     def _union(self, parts: list) -> Tokens:
@@ -324,16 +317,15 @@ class GrammarAutomaton:
             _apply(scratch, part)
         return _take(scratch)
 
-    def _lexeme_walk(self, pattern: str, state: int) -> tuple[Tokens, np.ndarray]:
-        """(allowed tokens, crossing nodes) of one lexeme's DFA state over the whole trie (cached)."""
-        key = (pattern, state)
+    def _lexeme_walk(self, pattern: str, state: int, roots: np.ndarray, roots_key: bytes) -> tuple[Tokens, np.ndarray]:
+        """(allowed tokens, crossing nodes) of one lexeme's DFA state below ``roots`` (cached)."""
+        key = (pattern, state, roots_key)
         hit = self._lexeme_walks.get(key)
         if hit is None:
             dfa = lexeme_dfa(pattern, self._max_states)
             scratch = _scratch(self._words)
             try:
-                nodes, _, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE,
-                                                scratch)
+                nodes, _, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots, scratch)
             except BaseException:
                 scratch.fill(0)
                 raise
