@@ -184,3 +184,39 @@ def test_front_end_offers_the_key_exclusion_builder():
     assert plain_names(names) and not plain_names(["a/b"]) and not plain_names(["é"])
     direct = _keys_except_dfa(tuple(names), '"' + ANY_CHAR + '*"', 10_000)
     assert np.array_equal(lexeme_dfa(pattern, 10_000).transitions, direct.transitions)  # the builder's, not the regex's
+
+
+LOOP_PATTERNS = [
+    json_keys_except(["name", "names", "location", "loc", "zeta", "a b", "naïve"]),
+    json_keys_except([f"field_{i}" for i in range(30)]),
+    r'"[^"\\]*(?:cat|dog)[^"\\]*"',
+]
+
+
+@pytest.mark.parametrize("pattern", LOOP_PATTERNS)
+def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None:
+    """Every lexeme state whose walk is derived from a loop's (first-byte subtrees swapped) gets the
+    same tokens and crossings as a plain walk of the whole trie."""
+    from banister.automaton import _WHOLE_TRIE, walk_tokens
+    from banister.parser.lexer import lexeme_dfa
+    from banister.parser.recognizer import GrammarAutomaton
+
+    vocab = gpt2.vocab
+    automaton = GrammarAutomaton(Grammar({"s": ((Lexeme(pattern),),)}, "s"), vocab)
+    dfa = lexeme_dfa(pattern, 10_000)
+    derived = 0
+    for state in range(1, dfa.n_states):
+        got = automaton._walk_from_loop(pattern, dfa, state)
+        if got is None:
+            continue
+        derived += 1
+        tokens, nodes = got
+        words = np.zeros_like(automaton.token_mask(automaton.initial))
+        want_nodes, _, _ = walk_tokens(vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
+        got_words = np.zeros_like(words)
+        if tokens is not None:
+            index, values = tokens
+            got_words[slice(None) if index is None else index] |= values
+        assert np.array_equal(got_words, words), state
+        assert np.array_equal(nodes, want_nodes), state
+    assert derived >= 5

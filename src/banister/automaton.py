@@ -29,9 +29,12 @@ def walk_tokens(
     start: int,
     roots: np.ndarray,
     out_words: np.ndarray,
+    *,
+    include_roots: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes, DFA states) it found
-    and the indices of the words of ``out_words`` that were zero and now have bits set.
+    and the indices of the words of ``out_words`` that were zero and now have bits set. ``roots`` and
+    ``include_roots``: as the kernel's (:func:`banister.mask.kernels.token_walk`).
 
     The crossings are fresh arrays; the word indices are a view of this thread's scratch buffer, valid
     until its next call (read them, or copy them, before walking again).
@@ -50,7 +53,7 @@ def walk_tokens(
     while True:
         n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip,
                        trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes, states,
-                       touched, n_touched)
+                       touched, n_touched, include_roots)
         if n >= 0:
             return nodes[:n].copy(), states[:n].copy(), touched[: int(n_touched[0])]
         nodes = np.empty(nodes.shape[0] * 8, dtype=np.int32)  # walk again: the bits set so far stay set

@@ -28,11 +28,13 @@ def token_walk(
     cross_states: np.ndarray,
     touched: np.ndarray,
     n_touched: np.ndarray,
+    include_roots: bool,
 ) -> int:
     """Walk the subtrees below ``roots`` from DFA state ``start``; set the bits of tokens kept alive.
 
     ``roots[k] == -1`` walks the whole trie; otherwise the descendants of trie node ``roots[k]``,
-    reading only their bytes past that node. ``transitions`` (int32, dead state 0) must be complete
+    reading only their bytes past that node, or with ``include_roots`` the subtree rooted at that node,
+    reading its bytes from the root's own (its depth's) on. ``transitions`` (int32, dead state 0) must be complete
     for every reachable state. Every visited node whose state is ``accepting`` and that has children
     is a *crossing* (a lexeme may end there and the next one begin): it is written to
     ``cross_nodes``/``cross_states``. Returns the number of crossings, or -1 when the buffers were
@@ -50,6 +52,8 @@ def token_walk(
         r = roots[k]
         if r < 0:
             begin, end, base = 0, node_byte.shape[0], 0
+        elif include_roots:
+            begin, end, base = r, node_skip[r], node_depth[r] - 1
         else:
             begin, end, base = r + 1, node_skip[r], node_depth[r]
         stack[0] = start
@@ -94,4 +98,4 @@ def warm_up() -> None:
     token_walk(transitions, accepting, 1, roots, np.zeros(0, dtype=np.uint8), empty_i32, empty_i32,
                np.zeros(1, dtype=np.int32), empty_i32, 0, np.zeros(1, dtype=np.uint32),
                np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32),
-               np.zeros(1, dtype=np.int64))
+               np.zeros(1, dtype=np.int64), False)

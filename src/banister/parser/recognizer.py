@@ -27,7 +27,7 @@ from banister.automaton import _WHOLE_TRIE, walk_tokens
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
 from banister.parser.earley import EarleyParser, EarleyTables, ParseState
-from banister.parser.lexer import LexerContext, lexeme_dfa, lexer_context
+from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_dfa, lexer_context
 from banister.regex import DEAD
 from banister.vocab import Vocabulary
 
@@ -72,7 +72,7 @@ class GrammarAutomaton:
         self._lexeme_id = {p: i for i, p in enumerate(self._patterns)}
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
-        self._walks, self._lexeme_walks = _walk_caches(vocab)
+        self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
         self._words = bitmask_words(vocab.vocab_size)
         self._no_tokens = np.zeros(self._words, dtype=np.uint32)
         self._no_tokens.setflags(write=False)
@@ -323,17 +323,58 @@ class GrammarAutomaton:
         hit = self._lexeme_walks.get(key)
         if hit is None:
             dfa = lexeme_dfa(pattern, self._max_states)
-            scratch = _scratch(self._words)
-            try:
-                nodes, _, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots, scratch)
-            except BaseException:
-                scratch.fill(0)
-                raise
-            words = _take(scratch, touched)
+            hit = self._walk_from_loop(pattern, dfa, state) if roots is _WHOLE_TRIE else None
+            if hit is None:
+                scratch = _scratch(self._words)
+                try:
+                    nodes, _, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots,
+                                                    scratch)
+                except BaseException:
+                    scratch.fill(0)
+                    raise
+                hit = (_take(scratch, touched), nodes)
             if len(self._lexeme_walks) >= MAX_CACHED_WALKS:
                 self._lexeme_walks.clear()
-            hit = self._lexeme_walks[key] = (words, nodes)
+            self._lexeme_walks[key] = hit
         return hit
+
+    def _walk_from_loop(self, pattern: str, dfa: LexemeDFA, state: int) -> tuple[Tokens, np.ndarray] | None:
+        """The whole-trie walk of ``state`` derived from that of a looping state that reads most bytes
+        alike, or None when ``state`` has no such state.
+
+        Big lexemes have many states that differ from one loop in a few bytes: the other-keys lexeme
+        after each prefix of a property name, say, is an open string except for the bytes that go on
+        with a name. Tokens are told apart by their first byte, so the walk of ``state`` is the loop's
+        walk without the tokens that start with one of those bytes, plus a walk of just those bytes'
+        subtrees: a few hundred trie nodes instead of the whole trie.
+        """
+        row = dfa.transitions[state]
+        loop, share = _main_target(row)
+        if loop == state or share < _LOOP_SHARE or _main_target(dfa.transitions[loop])[0] != loop:
+            return None
+        differing = np.flatnonzero(row != dfa.transitions[loop])
+        if differing.size > _MAX_DIFFERING:
+            return None
+        tokens, crossings = self._lexeme_walk(pattern, loop, _WHOLE_TRIE, b"")
+        by_first = self._first_bytes
+        starting = [by_first.tokens(self.vocab, b, self._words) for b in differing.tolist()]  # (before the
+        scratch = _scratch(self._words)  # scratch is taken: finding them walks in it too)
+        try:
+            if tokens is not None:
+                _apply(scratch, tokens)
+            for first in starting:
+                if first is not None:
+                    _clear(scratch, first)
+            roots = by_first.nodes[differing]
+            nodes, _, _ = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots[roots >= 0], scratch,
+                                      include_roots=True)
+        except BaseException:
+            scratch.fill(0)
+            raise
+        if crossings.size:
+            crossings = crossings[~np.isin(by_first.first_byte(crossings), differing)]
+            nodes = np.sort(np.concatenate([crossings, nodes]))
+        return _take(scratch), nodes
 
     @staticmethod
     def _grouped(words: Tokens, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
@@ -365,6 +406,12 @@ def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
 
 
 _MISSING = object()
+
+_LOOP_SHARE = 64
+"""A lexeme state's walk is derived from a loop's (``_walk_from_loop``) when at least this many bytes
+lead from it into the loop ..."""
+_MAX_DIFFERING = 64
+"""... and at most this many bytes lead elsewhere than the loop's own."""
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
@@ -415,16 +462,69 @@ def _apply(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> Non
         out |= words
     else:
         out[index] |= words  # the indices are distinct
-_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[str, int], tuple[Tokens, np.ndarray]]]
+def _main_target(row: np.ndarray) -> tuple[int, int]:
+    """The live state most bytes of a DFA row lead to, and how many bytes do."""
+    counts = np.bincount(row, minlength=1)
+    counts[DEAD] = 0
+    target = int(counts.argmax())
+    return target, int(counts[target])
+
+
+class _FirstBytes:
+    """The token trie by first byte, per vocabulary: each byte's node below the root, and the tokens
+    that start with it (found on first use)."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        trie = vocab.trie
+        self._top = np.flatnonzero(trie.depth == 1).astype(np.int32)  # the root's children, in preorder
+        self._top_bytes = trie.byte[self._top].astype(np.int64)
+        self.nodes = np.full(256, -1, dtype=np.int32)
+        self.nodes[self._top_bytes] = self._top
+        self._tokens: dict[int, Tokens] = {}
+
+    def first_byte(self, nodes: np.ndarray) -> np.ndarray:
+        """The first byte of each trie node's text."""
+        return self._top_bytes[np.searchsorted(self._top, nodes, side="right") - 1]
+
+    def tokens(self, vocab: Vocabulary, byte: int, n_words: int) -> Tokens:
+        """The tokens whose text starts with ``byte``."""
+        if byte not in self._tokens:
+            node = self.nodes[byte : byte + 1]
+            scratch = _scratch(n_words)
+            if node[0] >= 0:
+                _, _, touched = walk_tokens(vocab, _ANY_BYTES, _ANY_BYTES_ACCEPTING, 1, node, scratch,
+                                            include_roots=True)
+                self._tokens[byte] = _take(scratch, touched)
+            else:
+                self._tokens[byte] = None
+        return self._tokens[byte]
+
+
+_ANY_BYTES = np.ones((2, 256), dtype=np.int32)
+_ANY_BYTES[DEAD] = 0
+_ANY_BYTES_ACCEPTING = np.zeros(2, dtype=np.bool_)
+
+
+def _clear(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> None:
+    """Clear a (non-empty) token set's bits in the words ``out``."""
+    index, words = tokens
+    if index is None:
+        out &= ~words
+    else:
+        out[index] &= ~words
+
+
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[str, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes]
 _vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
 _vocab_caches_lock = threading.Lock()
 
 
 def _walk_caches(vocab: Vocabulary) -> _WalkCaches:
     """The walks of one vocabulary, shared by all its grammars (lexemes and contexts recur across
-    schemas): context walks by key, and lexeme walks by (pattern, DFA state)."""
+    schemas): context walks by key, lexeme walks by (pattern, DFA state, roots), and the trie by first
+    byte."""
     with _vocab_caches_lock:
         caches = _vocab_caches.get(vocab)
         if caches is None:
-            caches = _vocab_caches[vocab] = ({}, {})
+            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab))
         return caches
