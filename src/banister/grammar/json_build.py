@@ -58,8 +58,7 @@ from banister.grammar.json_text import (
     signed_number_regex,
 )
 from banister.grammar.regex_text import char_class, escape_text
-from banister.parser.lexer import LexemeDFA, lexeme_dfa, offer_builder
-from banister.regex import DEAD, compile_regex
+from banister.parser.lexer import LexemeDFA, lexeme_dfa, lexeme_language, offer_builder
 from banister.regex.charset import Ranges, normalize
 
 
@@ -135,10 +134,10 @@ class _Rules:
         """A terminal for ``pattern``; None when it matches nothing."""
         if pattern in self._lexemes:
             return self._lexemes[pattern]
-        dfa = compile_regex(pattern, max_nfa_states=self._settings.max_nfa_states)
-        if dfa.is_accepting(dfa.start):
+        empty, nullable = lexeme_language(pattern, self._settings.max_nfa_states)
+        if nullable:
             raise GrammarError(f"internal: lexeme {pattern[:80]!r} matches the empty string")
-        found = None if dfa.start == DEAD else Lexeme(pattern)
+        found = None if empty else Lexeme(pattern)
         self._lexemes[pattern] = found
         return found
 

@@ -26,12 +26,11 @@ class LexemeDFA:
     """The complete DFA of one lexeme, as plain arrays (what lexer contexts and trie walks read).
 
     ``transitions`` is int32 ``(n_states, 256)`` with no missing row (dead state 0), ``accepting`` is
-    bool ``(n_states,)``, ``byte_class`` gives bytes that every state treats alike the same id. Only the
-    arrays are kept: the regex's NFA and subset bookkeeping would be millions of small objects for the
+    bool ``(n_states,)``. Only the arrays are kept: the regex's NFA and subset bookkeeping would be millions of small objects for the
     garbage collector to scan once thousands of lexemes are cached.
     """
 
-    __slots__ = ("accepting", "byte_class", "n_states", "start", "transitions")
+    __slots__ = ("accepting", "n_states", "start", "transitions")
 
     def __init__(self, dfa: RegexDFA) -> None:
         table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
@@ -42,19 +41,15 @@ class LexemeDFA:
         self.accepting = accepting
         self.start = int(dfa.start)
         self.n_states = int(dfa.n_states)
-        classes = getattr(dfa, "_byte_class", None)  # the DFA's own byte classes, when it exposes them
-        self.byte_class = np.asarray(classes, dtype=np.int64) if classes is not None and len(classes) == 256 \
-            else _column_classes(table)
 
     @classmethod
     def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int) -> LexemeDFA:
-        """A DFA given as its arrays (complete rows, dead state 0); byte classes are found here."""
+        """A DFA given as its arrays (complete rows, dead state 0)."""
         self = cls.__new__(cls)
         self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
         self.accepting = np.asarray(accepting, dtype=np.bool_)
         self.start = int(start)
         self.n_states = int(self.transitions.shape[0])
-        self.byte_class = _column_classes(self.transitions)
         return self
 
     @classmethod
@@ -70,21 +65,10 @@ class LexemeDFA:
         self.accepting = accepting
         self.start = 1
         self.n_states = n + 2
-        used = np.unique(np.frombuffer(data, dtype=np.uint8))
-        byte_class = np.zeros(256, dtype=np.int64)  # each byte of the text its own class, the rest one
-        byte_class[used] = np.arange(1, used.size + 1)
-        self.byte_class = byte_class
         return self
 
     def is_accepting(self, state: int) -> bool:
         return bool(self.accepting[state])
-
-
-def _column_classes(table: np.ndarray) -> np.ndarray:
-    """Byte classes of a transition table: bytes whose columns are equal share an id."""
-    columns = np.ascontiguousarray(table.T)
-    ids: dict[bytes, int] = {}
-    return np.asarray([ids.setdefault(columns[b].tobytes(), len(ids)) for b in range(256)], dtype=np.int64)
 
 
 _builders: OrderedDict[str, Callable[[int], LexemeDFA]] = OrderedDict()
@@ -126,6 +110,26 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
         dfa.step(state, 0)
         state += 1
     return LexemeDFA(dfa)
+
+
+def lexeme_is_empty(pattern: str, max_states: int) -> bool:
+    """Whether a lexeme matches nothing; a literal is answered without building its DFA (a grammar
+    asks it of every lexeme when it is compiled, and builds a lexeme's DFA when a mask first needs it)."""
+    data = _literal_bytes(pattern)
+    if data is not None and len(data) + 2 <= max_states:
+        return False
+    return lexeme_dfa(pattern, max_states).start == DEAD
+
+
+@lru_cache(maxsize=8192)
+def lexeme_language(pattern: str, max_nfa_states: int) -> tuple[bool, bool]:
+    """(matches nothing, matches the empty string) for a lexeme pattern. Front ends ask it of every
+    lexeme of every grammar, and lexemes recur across schemas: cached, and literals need no regex."""
+    data = _literal_bytes(pattern)
+    if data is not None and len(data) < max_nfa_states:
+        return False, not data
+    dfa = compile_regex(pattern, max_nfa_states=max_nfa_states)
+    return dfa.start == DEAD, dfa.is_accepting(dfa.start)
 
 
 _LITERAL = re.compile(r"(?:[^\\^$.|?*+()\[\]{}]|\\[^0-9A-Za-z]|\\u\{[0-9A-Fa-f]{1,6}\})*", re.DOTALL)

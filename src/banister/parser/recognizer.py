@@ -27,7 +27,7 @@ from banister.automaton import _WHOLE_TRIE, walk_tokens
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
 from banister.parser.earley import EarleyParser, EarleyTables, ParseState
-from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_dfa, lexer_context
+from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_dfa, lexeme_is_empty, lexer_context
 from banister.regex import DEAD
 from banister.vocab import Vocabulary
 
@@ -64,8 +64,7 @@ class GrammarAutomaton:
         self.vocab = vocab
         self.grammar = grammar
         self._max_states = max_states
-        dfas = {lex: lexeme_dfa(lex.pattern, max_states) for lex in grammar.lexemes}
-        empty = frozenset(lex for lex, dfa in dfas.items() if dfa.start == DEAD)
+        empty = frozenset(lex for lex in grammar.lexemes if lexeme_is_empty(lex.pattern, max_states))
         self.tables = EarleyTables(grammar, empty, max_symbols=max_grammar_symbols)
         self.parser = EarleyParser(self.tables)
         self._patterns = [lex.pattern for lex in self.tables.lexemes]
@@ -73,6 +72,8 @@ class GrammarAutomaton:
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
         self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
+        self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # (token sets, accepting) by state
+        self._merged_bytes = 0  # held by merged token sets (see fill_mask)
         self._words = bitmask_words(vocab.vocab_size)
         self._no_tokens = np.zeros(self._words, dtype=np.uint32)
         self._no_tokens.setflags(write=False)
@@ -172,15 +173,27 @@ class GrammarAutomaton:
         Same bits as :meth:`token_mask` without building the mask first. Words of ``row`` past the
         vocabulary are left alone; a ``row`` shorter than the vocabulary's words gets the ones it has.
         """
-        branches = self._branches(state)
-        accepting = any(boundary and parse.accepting for parse, _, _, boundary in branches)
         if row.shape[0] < self._words:
             row |= self.token_mask(state)[: row.shape[0]]
-            return accepting
+            return self.is_accepting(state)
+        masks = self._state_masks
+        found = masks.get(state)
+        if found is None:
+            branches = self._branches(state)
+            accepting = any(boundary and parse.accepting for parse, _, _, boundary in branches)
+            if len(masks) >= MAX_STATE_MASKS:
+                masks.clear()
+            found = masks[state] = (tuple(self._parts(state, branches)), accepting)
+        elif len(found[0]) > 1 and self._merged_bytes < MAX_MERGED_BYTES:
+            # The same state again (a string's interior, another request at the same point): its
+            # sets merged into one, so every later mask ORs a single array.
+            merged = self._union(list(found[0]))
+            self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
+            found = masks[state] = ((merged,), found[1])
         out = row[: self._words]
-        for part in self._parts(state, branches):
+        for part in found[0]:
             _apply(out, part)
-        return accepting
+        return found[1]
 
     def _parts(self, state: GrammarState, branches: list | None = None) -> list:
         """The token sets whose union is the mask of ``state``.
@@ -412,6 +425,11 @@ _LOOP_SHARE = 64
 lead from it into the loop ..."""
 _MAX_DIFFERING = 64
 """... and at most this many bytes lead elsewhere than the loop's own."""
+
+MAX_STATE_MASKS = 65_536
+"""Most states whose masks a grammar keeps ready (the memo is cleared when it fills)."""
+MAX_MERGED_BYTES = 64 << 20
+"""Most bytes a grammar spends on merged token sets (see ``fill_mask``); past it, masks OR the parts."""
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
