@@ -167,3 +167,22 @@ def test_compiler_caches_by_specification(compilers):
     a = compilers.regex("[0-9]+")
     assert compilers.regex("[0-9]+") is a
     assert compilers.choice(["a", "b"]) is compilers.choice(["a", "b"])
+
+
+def test_masks_overwrite_whatever_the_row_held(named, compilers):
+    """A grammar writes every word of the row (no clearing first): a row full of ones and a fresh one
+    get the same mask, at new states and at states seen before (the memoised, merged path)."""
+    compiled = compilers.json_schema({"type": "object", "properties": {"name": {"type": "string"},
+                                                                        "tags": {"type": "array"}}})
+    text = '{"name": "Ada Lovelace", "tags": [1, "x", {"a": null}]}'
+    tokens = named.encode(text)
+    for _round in range(2):  # the second round meets every state again
+        matcher = Matcher(compiled)
+        for token in tokens + [None]:
+            fresh = allocate_token_bitmask(1, named.vocab.vocab_size)
+            dirty = np.full((1, fresh.shape[1] + 3), -1, dtype=fresh.dtype)
+            matcher.fill_next_token_bitmask(fresh)
+            matcher.fill_next_token_bitmask(dirty)
+            assert np.array_equal(dirty[0, : fresh.shape[1]], fresh[0]) and not dirty[0, fresh.shape[1]:].any()
+            if token is not None:
+                assert matcher.accept_token(token)

@@ -92,13 +92,13 @@ class Matcher:
         so a loop that keeps sampling pads with EOS. Words past the vocabulary are zeroed.
         """
         row = _bitmask_row(bitmask, index)
-        row[:] = 0
         accepting = self._eos_accepted
-        if not self._eos_accepted:
-            fill = getattr(self._automaton, "fill_mask", None)
-            if fill is not None:  # a grammar: ORs its cached token sets straight into the row
-                accepting = fill(self.state, row)
-            else:
+        fill = None if accepting else getattr(self._automaton, "fill_mask", None)
+        if fill is not None:  # a grammar: writes its cached token sets straight into the row
+            accepting = fill(self.state, row)
+        else:
+            row[:] = 0
+            if not accepting:
                 mask = self._automaton.token_mask(self.state)
                 n = min(mask.shape[0], row.shape[0])
                 row[:n] = mask[:n]

@@ -167,14 +167,16 @@ class GrammarAutomaton:
         return out
 
     def fill_mask(self, state: GrammarState, row: np.ndarray) -> bool:
-        """OR the bits of the tokens allowed next into ``row`` (uint32 words; EOS not included) and
+        """Write the bits of the tokens allowed next into ``row`` (uint32 words; EOS not included) and
         return :meth:`is_accepting` of ``state`` (both from one look at the state).
 
-        Same bits as :meth:`token_mask` without building the mask first. Words of ``row`` past the
-        vocabulary are left alone; a ``row`` shorter than the vocabulary's words gets the ones it has.
+        Every word of ``row`` is written: the bits of :meth:`token_mask`, without building the mask
+        first, and zeros past the vocabulary; a ``row`` shorter than the vocabulary's words gets the
+        ones it has.
         """
-        if row.shape[0] < self._words:
-            row |= self.token_mask(state)[: row.shape[0]]
+        words = self._words
+        if row.shape[0] < words:
+            row[:] = self.token_mask(state)[: row.shape[0]]
             return self.is_accepting(state)
         masks = self._state_masks
         found = masks.get(state)
@@ -186,13 +188,20 @@ class GrammarAutomaton:
             found = masks[state] = (tuple(self._parts(state, branches)), accepting)
         elif len(found[0]) > 1 and self._merged_bytes < MAX_MERGED_BYTES:
             # The same state again (a string's interior, another request at the same point): its
-            # sets merged into one, so every later mask ORs a single array.
+            # sets merged into one, so every later mask reads a single array.
             merged = self._union(list(found[0]))
             self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
             found = masks[state] = ((merged,), found[1])
-        out = row[: self._words]
-        for part in found[0]:
-            _apply(out, part)
+        parts = found[0]
+        if len(parts) == 1 and parts[0][0] is None:
+            row[:words] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
+        else:
+            out = row[:words]
+            out[:] = 0
+            for part in parts:
+                _apply(out, part)
+        if row.shape[0] > words:
+            row[words:] = 0
         return found[1]
 
     def _parts(self, state: GrammarState, branches: list | None = None) -> list:
@@ -429,7 +438,7 @@ _MAX_DIFFERING = 64
 MAX_STATE_MASKS = 65_536
 """Most states whose masks a grammar keeps ready (the memo is cleared when it fills)."""
 MAX_MERGED_BYTES = 64 << 20
-"""Most bytes a grammar spends on merged token sets (see ``fill_mask``); past it, masks OR the parts."""
+"""Most bytes a grammar spends on merged token sets (see ``fill_mask``); past it, masks OR their parts."""
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
