@@ -109,10 +109,18 @@ class _Rules:
 
     def define(self, name: str, alternatives: Iterable[Iterable[Symbol | None]]) -> Ref:
         """Define ``name``; alternatives holding a None (an empty language) are dropped."""
-        alts = [tuple(alt) for alt in alternatives]
-        kept = [alt for alt in alts if all(s is not None for s in alt)]
-        self.rules.setdefault(name, []).extend(kept)  # type: ignore[arg-type]
-        self._size += sum(len(a) + 1 for a in kept)
+        kept: list[Alternative] = []
+        size = 0
+        for alt in alternatives:
+            alt = tuple(alt)
+            for s in alt:
+                if s is None:
+                    break
+            else:
+                kept.append(alt)  # type: ignore[arg-type]
+                size += len(alt) + 1
+        self.rules.setdefault(name, []).extend(kept)
+        self._size += size
         if self._size > self._settings.max_grammar_size:
             raise LimitError(
                 f"the grammar grew past {self._settings.max_grammar_size} symbols", setting="max_grammar_size"

@@ -42,6 +42,7 @@ _ONE = (
 )
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_SUBSCHEMA_KEYS = frozenset(_ONE + _LIST + _MAP)
 
 
 def draft_of(schema: Any, default: str) -> str:
@@ -110,6 +111,8 @@ class Document:
             if isinstance(dynamic, str):
                 self._anchors.setdefault(f"{urldefrag(base).url}#{dynamic}", pointer)
             self._info[pointer] = (base, draft)
+            if _SUBSCHEMA_KEYS.isdisjoint(node):  # a leaf (most nodes): no keyword to look into
+                continue
             for key in _ONE:
                 if isinstance(node.get(key), (dict, bool)):
                     stack.append((node[key], f"{pointer}/{escape_token(key)}", base, draft))
