@@ -186,3 +186,32 @@ def test_masks_overwrite_whatever_the_row_held(named, compilers):
             assert np.array_equal(dirty[0, : fresh.shape[1]], fresh[0]) and not dirty[0, fresh.shape[1]:].any()
             if token is not None:
                 assert matcher.accept_token(token)
+
+
+def test_compiling_pauses_garbage_collection_and_restores_it(named, monkeypatch):
+    """Collection is off while a schema compiles and back as it was after, also when compiling fails."""
+    import gc
+
+    from banister.errors import SchemaError
+    from banister.grammar import json_schema
+
+    seen = []
+    real = json_schema.json_schema_to_grammar
+
+    def spy(schema, **options):
+        seen.append(gc.isenabled())
+        return real(schema, **options)
+
+    monkeypatch.setattr(json_schema, "json_schema_to_grammar", spy)
+    assert gc.isenabled()
+    Compiler(named.vocab, cache_size=0).json_schema({"type": "integer"})
+    with pytest.raises(SchemaError):
+        Compiler(named.vocab, cache_size=0).json_schema({"type": "no such type"})
+    Compiler(named.vocab, cache_size=0, pause_gc=False).json_schema({"type": "string"})
+    assert seen == [False, False, True] and gc.isenabled()
+    gc.disable()
+    try:
+        Compiler(named.vocab, cache_size=0).json_schema({"type": "boolean"})
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()

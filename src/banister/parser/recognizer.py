@@ -51,7 +51,12 @@ class _Walk:
 
 
 class GrammarAutomaton:
-    """Implements the TokenAutomaton interface for a Grammar over a vocabulary."""
+    """Implements the TokenAutomaton interface for a Grammar over a vocabulary.
+
+    The grammar is read once, into the parser's integer tables, and not kept: a big schema's Grammar IR
+    is hundreds of thousands of small objects that the garbage collector would otherwise scan for as
+    long as the compiled grammar lives.
+    """
 
     def __init__(
         self,
@@ -62,7 +67,6 @@ class GrammarAutomaton:
         max_grammar_symbols: int = 1 << 19,
     ) -> None:
         self.vocab = vocab
-        self.grammar = grammar
         self._max_states = max_states
         empty = frozenset(lex for lex in grammar.lexemes if lexeme_is_empty(lex.pattern, max_states))
         self.tables = EarleyTables(grammar, empty, max_symbols=max_grammar_symbols)
