@@ -26,8 +26,8 @@ class LexemeDFA:
     """The complete DFA of one lexeme, as plain arrays (what lexer contexts and trie walks read).
 
     ``transitions`` is int32 ``(n_states, 256)`` with no missing row (dead state 0), ``accepting`` is
-    bool ``(n_states,)``. Only the arrays are kept: the regex's NFA and subset bookkeeping would be millions of small objects for the
-    garbage collector to scan once thousands of lexemes are cached.
+    bool ``(n_states,)``. Only the arrays are kept: the regex's NFA and subset bookkeeping would be
+    millions of small objects for the garbage collector to scan once thousands of lexemes are cached.
     """
 
     __slots__ = ("accepting", "n_states", "start", "transitions")

@@ -343,7 +343,8 @@ class GrammarAutomaton:
             _apply(scratch, part)
         return _take(scratch)
 
-    def _lexeme_walk(self, pattern: str, state: int, roots: np.ndarray, roots_key: bytes) -> tuple[Tokens, np.ndarray]:
+    def _lexeme_walk(self, pattern: str, state: int, roots: np.ndarray, roots_key: bytes
+                     ) -> tuple[Tokens, np.ndarray]:
         """(allowed tokens, crossing nodes) of one lexeme's DFA state below ``roots`` (cached)."""
         key = (pattern, state, roots_key)
         hit = self._lexeme_walks.get(key)
@@ -383,8 +384,10 @@ class GrammarAutomaton:
             return None
         tokens, crossings = self._lexeme_walk(pattern, loop, _WHOLE_TRIE, b"")
         by_first = self._first_bytes
-        starting = [by_first.tokens(self.vocab, b, self._words) for b in differing.tolist()]  # (before the
-        scratch = _scratch(self._words)  # scratch is taken: finding them walks in it too)
+        # The tokens starting with each differing byte, found before the scratch is taken (finding them
+        # walks in it too).
+        starting = [by_first.tokens(self.vocab, b, self._words) for b in differing.tolist()]
+        scratch = _scratch(self._words)
         try:
             if tokens is not None:
                 _apply(scratch, tokens)
@@ -493,6 +496,8 @@ def _apply(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> Non
         out |= words
     else:
         out[index] |= words  # the indices are distinct
+
+
 def _main_target(row: np.ndarray) -> tuple[int, int]:
     """The live state most bytes of a DFA row lead to, and how many bytes do."""
     counts = np.bincount(row, minlength=1)
