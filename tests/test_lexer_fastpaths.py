@@ -212,7 +212,7 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
         derived += 1
         tokens, nodes = got
         words = np.zeros_like(automaton.token_mask(automaton.initial))
-        want_nodes, _, _ = walk_tokens(vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
+        want_nodes, _ = walk_tokens(vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
         got_words = np.zeros_like(words)
         if tokens is not None:
             index, values = tokens

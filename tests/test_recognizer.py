@@ -151,3 +151,8 @@ def test_broken_json_is_dead(llama_json):
     assert Matcher(compiled).jump_forward_string() == ""
     m = Matcher(compiled)
     assert m.accept_string("tr") and m.jump_forward_string() == "ue"
+
+
+def test_a_grammar_symbol_of_another_type_is_a_typed_error():
+    with pytest.raises(GrammarError, match="neither a Lexeme nor a Ref"):
+        Grammar({"s": ((Lexeme("a"), "b"),)}, "s")

@@ -31,12 +31,12 @@ def walk_tokens(
     out_words: np.ndarray,
     *,
     include_roots: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes, DFA states) it found
-    and the indices of the words of ``out_words`` that were zero and now have bits set. ``roots`` and
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run the trie-walk kernel over ``vocab``; returns the crossings (trie nodes) it found and the
+    indices of the words of ``out_words`` that were zero and now have bits set. ``roots`` and
     ``include_roots``: as the kernel's (:func:`banister.mask.kernels.token_walk`).
 
-    The crossings are fresh arrays; the word indices are a view of this thread's scratch buffer, valid
+    The crossings are a fresh array; the word indices are a view of this thread's scratch buffer, valid
     until its next call (read them, or copy them, before walking again).
     """
     trie = vocab.trie
@@ -47,18 +47,17 @@ def walk_tokens(
     found = buffers.get(n_words)
     if found is None:
         found = buffers[n_words] = (np.empty(n_words, dtype=np.int32), np.zeros(1, dtype=np.int64),
-                                    np.empty(256, dtype=np.int32), np.empty(256, dtype=np.int32))
-    touched, n_touched, nodes, states = found
+                                    np.empty(256, dtype=np.int32))
+    touched, n_touched, nodes = found
     n_touched[0] = 0
     while True:
         n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip,
-                       trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes, states,
+                       trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes,
                        touched, n_touched, include_roots)
         if n >= 0:
-            return nodes[:n].copy(), states[:n].copy(), touched[: int(n_touched[0])]
+            return nodes[:n].copy(), touched[: int(n_touched[0])]
         nodes = np.empty(nodes.shape[0] * 8, dtype=np.int32)  # walk again: the bits set so far stay set
-        states = np.empty(nodes.shape[0], dtype=np.int32)
-        buffers[n_words] = (touched, n_touched, nodes, states)
+        buffers[n_words] = (touched, n_touched, nodes)
 
 
 _walk_buffers = threading.local()

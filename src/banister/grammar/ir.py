@@ -51,13 +51,16 @@ class Grammar:
         if self.start not in self.rules:
             raise GrammarError(f"start rule {self.start!r} is not defined")
         seen: dict[Lexeme, None] = {}
-        for name, alternatives in self.rules.items():
+        rules = self.rules
+        for name, alternatives in rules.items():
             for alt in alternatives:
                 for sym in alt:
-                    if isinstance(sym, Ref) and sym.name not in self.rules:
-                        raise GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
-                    if isinstance(sym, Lexeme):
+                    if type(sym) is Lexeme:
                         seen.setdefault(sym)
+                    elif type(sym) is not Ref:
+                        raise GrammarError(f"rule {name!r} holds {sym!r}, which is neither a Lexeme nor a Ref")
+                    elif sym.name not in rules:
+                        raise GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
         object.__setattr__(self, "lexemes", tuple(seen))
 
     @property

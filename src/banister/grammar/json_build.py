@@ -246,6 +246,21 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     return LexemeDFA.from_table(table, accepting, table.shape[0] - 1)
 
 
+@functools.lru_cache(maxsize=1024)
+def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, integer: bool, nonint: bool,
+                      fraction: str | None, mult: tuple[Fraction, ...], nonmult: tuple[Fraction, ...],
+                      excluded: frozenset[Fraction], max_states: int, max_regex_length: int
+                      ) -> tuple[CharDFA | None, str | None]:
+    """The DFA of the numbers meeting these constraints (None when none does) and its regex (None when
+    it has no short one). Cached process-wide: the same ranges recur across schemas (``minimum: 0``,
+    percentages, ports), and their DFAs are only read afterwards."""
+    dfa = number_dfa(lo, lo_x, hi, hi_x, integer=integer, nonint=nonint, fraction=fraction, mult=mult,
+                     nonmult=nonmult, excluded=excluded, max_states=max_states)
+    if json_automata.is_empty(dfa):
+        return None, None
+    return dfa, json_automata.to_regex(dfa, char_class, max_length=max_regex_length)
+
+
 def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
     """The rules that derive some text (a worklist over alternatives, each waiting for its references),
     and whether every alternative of every rule does (then there is nothing to remove)."""
@@ -467,22 +482,11 @@ class JsonGrammarBuilder:
             if t.lo is not None:
                 return self._lex(signed_number_regex("+", t.lo_x))
             return self._lex(signed_number_regex("-", t.hi_x))
-        dfa = number_dfa(
-            t.lo,
-            t.lo_x,
-            t.hi,
-            t.hi_x,
-            integer=t.integer,
-            nonint=t.nonint,
-            fraction="forbid" if t.plain else "require" if t.nonplain else None,
-            mult=t.mult,
-            nonmult=t.nonmult,
-            excluded=t.excluded,
-            max_states=self.s.max_number_states,
-        )
-        if json_automata.is_empty(dfa):
+        fraction = "forbid" if t.plain else "require" if t.nonplain else None
+        dfa, regex = _number_automaton(t.lo, t.lo_x, t.hi, t.hi_x, t.integer, t.nonint, fraction, t.mult, t.nonmult,
+                                       t.excluded, self.s.max_number_states, self.s.max_regex_length)
+        if dfa is None:
             return None
-        regex = json_automata.to_regex(dfa, char_class, max_length=self.s.max_regex_length)
         if regex is None:
             return self._dfa_rules(dfa, char_class, None, "number")
         extra = exponent_forms(t.lo, t.lo_x, t.hi, t.hi_x, integer=t.integer) if simple and not t.plain else None

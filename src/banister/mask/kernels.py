@@ -25,7 +25,6 @@ def token_walk(
     max_depth: int,
     out_words: np.ndarray,
     cross_nodes: np.ndarray,
-    cross_states: np.ndarray,
     touched: np.ndarray,
     n_touched: np.ndarray,
     include_roots: bool,
@@ -34,10 +33,10 @@ def token_walk(
 
     ``roots[k] == -1`` walks the whole trie; otherwise the descendants of trie node ``roots[k]``,
     reading only their bytes past that node, or with ``include_roots`` the subtree rooted at that node,
-    reading its bytes from the root's own (its depth's) on. ``transitions`` (int32, dead state 0) must be complete
-    for every reachable state. Every visited node whose state is ``accepting`` and that has children
-    is a *crossing* (a lexeme may end there and the next one begin): it is written to
-    ``cross_nodes``/``cross_states``. Returns the number of crossings, or -1 when the buffers were
+    reading its bytes from the root's own (its depth's) on. ``transitions`` (int32, dead state 0) must
+    be complete for every reachable state. Every visited node whose state is ``accepting`` and that has
+    children is a *crossing* (a lexeme may end there and the next one begin): it is written to
+    ``cross_nodes``. Returns the number of crossings, or -1 when the buffer was
     too small (the caller retries with bigger ones).
 
     Every word of ``out_words`` that goes from zero to non-zero is appended to ``touched`` (room for
@@ -77,7 +76,6 @@ def token_walk(
                     n_touched[0] = nt
                     return -1
                 cross_nodes[n_cross] = i
-                cross_states[n_cross] = s
                 n_cross += 1
             i += 1
     n_touched[0] = nt
@@ -97,5 +95,4 @@ def warm_up() -> None:
     empty_i32 = np.zeros(0, dtype=np.int32)
     token_walk(transitions, accepting, 1, roots, np.zeros(0, dtype=np.uint8), empty_i32, empty_i32,
                np.zeros(1, dtype=np.int32), empty_i32, 0, np.zeros(1, dtype=np.uint32),
-               np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32),
-               np.zeros(1, dtype=np.int64), False)
+               np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), False)

@@ -350,11 +350,12 @@ class GrammarAutomaton:
         hit = self._lexeme_walks.get(key)
         if hit is None:
             dfa = lexeme_dfa(pattern, self._max_states)
-            hit = self._walk_from_loop(pattern, dfa, state) if roots is _WHOLE_TRIE else None
+            derive = roots is _WHOLE_TRIE and dfa.n_states > _LOOP_MIN_STATES
+            hit = self._walk_from_loop(pattern, dfa, state) if derive else None
             if hit is None:
                 scratch = _scratch(self._words)
                 try:
-                    nodes, _, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots,
+                    nodes, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots,
                                                     scratch)
                 except BaseException:
                     scratch.fill(0)
@@ -395,7 +396,7 @@ class GrammarAutomaton:
                 if first is not None:
                     _clear(scratch, first)
             roots = by_first.nodes[differing]
-            nodes, _, _ = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots[roots >= 0], scratch,
+            nodes, _ = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots[roots >= 0], scratch,
                                       include_roots=True)
         except BaseException:
             scratch.fill(0)
@@ -436,9 +437,11 @@ def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
 
 _MISSING = object()
 
+_LOOP_MIN_STATES = 16
+"""Walks are derived from a loop's (``_walk_from_loop``) only in lexemes of more states (a small DFA
+has few states to walk, each once) ..."""
 _LOOP_SHARE = 64
-"""A lexeme state's walk is derived from a loop's (``_walk_from_loop``) when at least this many bytes
-lead from it into the loop ..."""
+"""... when at least this many bytes lead from the state into the loop ..."""
 _MAX_DIFFERING = 64
 """... and at most this many bytes lead elsewhere than the loop's own."""
 
@@ -528,7 +531,7 @@ class _FirstBytes:
             node = self.nodes[byte : byte + 1]
             scratch = _scratch(n_words)
             if node[0] >= 0:
-                _, _, touched = walk_tokens(vocab, _ANY_BYTES, _ANY_BYTES_ACCEPTING, 1, node, scratch,
+                _, touched = walk_tokens(vocab, _ANY_BYTES, _ANY_BYTES_ACCEPTING, 1, node, scratch,
                                             include_roots=True)
                 self._tokens[byte] = _take(scratch, touched)
             else:
