@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,13 +40,12 @@ Tokens = "tuple[np.ndarray | None, np.ndarray] | None"
 a handful of words instead of 16 KiB each, and no page of fresh memory touched per walk)."""
 
 
-@dataclass(frozen=True)
-class _Walk:
-    tokens: Tokens
-    groups: tuple[tuple[int, np.ndarray, bytes], ...]
-    """(accept-set id, trie nodes below which it may end, those nodes' bytes): the walks below the
-    nodes are cached by the bytes, so every context that crosses at the same nodes shares them (the
-    closing quote of any key, say)."""
+_Walk = tuple
+"""A cached walk: ``(tokens, groups)``, the tokens it allows and its crossing groups, each
+``(accept-set id, trie nodes below which it may end, those nodes' bytes)``. The walks below the nodes
+are cached by the bytes, so every context that crosses at the same nodes shares them (the closing
+quote of any key, say). A plain tuple of arrays, bytes and ints: the garbage collector stops tracking
+it after one look, and the cache holds hundreds of thousands of them."""
 
 
 class GrammarAutomaton:
@@ -267,15 +265,16 @@ class GrammarAutomaton:
             if len(self._walks) >= MAX_CACHED_WALKS:
                 self._walks.clear()
             self._walks[key] = walk
-        if walk.tokens is not None:
-            out.append(walk.tokens)
-        if not walk.groups:
+        tokens, groups = walk
+        if tokens is not None:
+            out.append(tokens)
+        if not groups:
             return
         # The crossing path, inlined (it runs for every crossing of every cold mask): the memos of
         # ``_scan``, ``EarleyParser.scan`` and ``context`` are read here directly.
         accepts = self._accepts
         scans = parse._scans
-        for aid, sub_roots, sub_key in walk.groups:
+        for aid, sub_roots, sub_key in groups:
             akey = (ctx.ident, aid)
             lexemes = accepts.get(akey)
             if lexemes is None:
@@ -306,7 +305,7 @@ class GrammarAutomaton:
             i, component = alive[0]
             lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component, roots, roots_key)
             groups = (_group(ctx.accept_set_id(frozenset((i,))), crossings),) if crossings.size else ()
-            return _Walk(lexeme_tokens, groups)
+            return (lexeme_tokens, groups)
         merged, nodes, crossing_lexemes = [], [], []
         for i, component in alive:
             lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component, roots, roots_key)
@@ -317,9 +316,9 @@ class GrammarAutomaton:
                 crossing_lexemes.append(i)
         tokens = self._union(merged)
         if not nodes:
-            return _Walk(tokens, ())
+            return (tokens, ())
         if len(nodes) == 1:
-            return _Walk(tokens, (_group(ctx.accept_set_id(frozenset(crossing_lexemes)), nodes[0]),))
+            return (tokens, (_group(ctx.accept_set_id(frozenset(crossing_lexemes)), nodes[0]),))
         all_nodes = np.concatenate(nodes)
         owner = np.repeat(np.arange(len(nodes)), [n.size for n in nodes])
         order = np.argsort(all_nodes, kind="stable")
@@ -411,26 +410,26 @@ class GrammarAutomaton:
         """A walk whose crossings ``nodes`` end the accept sets ``aids``, grouped by accept set."""
         n = nodes.shape[0]
         if not n:
-            return _Walk(words, ())
+            return (words, ())
         if n <= 256:  # the common case: a few crossings, grouped without numpy's per-call overhead
             aid_list = aids.tolist()
             first = aid_list[0]
             if aid_list.count(first) == n:
-                return _Walk(words, (_group(first, nodes),))
+                return (words, (_group(first, nodes),))
             by_aid: dict[int, list[int]] = {}
             for node, aid in zip(nodes.tolist(), aid_list):
                 by_aid.setdefault(aid, []).append(node)
             groups = tuple(_group(aid, np.array(by_aid[aid], dtype=np.int32)) for aid in sorted(by_aid))
-            return _Walk(words, groups)
+            return (words, groups)
         first = int(aids[0])
         if (aids == first).all():
-            return _Walk(words, (_group(first, nodes),))
+            return (words, (_group(first, nodes),))
         groups = tuple(_group(int(aid), nodes[aids == aid]) for aid in np.unique(aids))
-        return _Walk(words, groups)
+        return (words, groups)
 
 
 def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
-    """One crossing group of a walk (see ``_Walk.groups``)."""
+    """One crossing group of a walk (see ``_Walk``)."""
     nodes = np.ascontiguousarray(nodes)
     return aid, nodes, nodes.tobytes()
 
