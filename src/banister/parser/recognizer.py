@@ -74,15 +74,15 @@ class GrammarAutomaton:
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
         self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
-        self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # (token sets, accepting) by state
-        self._merged_bytes = 0  # held by merged token sets (see fill_mask)
+        self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # see _sets
+        self._merged_bytes = 0  # held by merged token sets (see _sets)
         self._words = bitmask_words(vocab.vocab_size)
         self._no_tokens = np.zeros(self._words, dtype=np.uint32)
         self._no_tokens.setflags(write=False)
         self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
-        # The first mask, which every request needs, is computed now (memoised on the initial parse
-        # state): a context that is too big fails at compile time, and no request pays it.
-        self._parts(self.initial)
+        # The first mask, which every request needs, is computed now (memoised on the initial state):
+        # a context that is too big fails at compile time, and no request pays it.
+        self._sets(self.initial)
 
     # -- lexer contexts ---------------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class GrammarAutomaton:
         return bytes(out)
 
     def token_mask(self, state: GrammarState) -> np.ndarray:
-        parts = self._parts(state)
+        parts, _ = self._sets(state)
         if not parts:
             return self._no_tokens
         if len(parts) == 1 and parts[0][0] is None:
@@ -177,24 +177,10 @@ class GrammarAutomaton:
         ones it has.
         """
         words = self._words
+        parts, accepting = self._sets(state)
         if row.shape[0] < words:
             row[:] = self.token_mask(state)[: row.shape[0]]
-            return self.is_accepting(state)
-        masks = self._state_masks
-        found = masks.get(state)
-        if found is None:
-            branches = self._branches(state)
-            accepting = any(boundary and parse.accepting for parse, _, _, boundary in branches)
-            if len(masks) >= MAX_STATE_MASKS:
-                masks.clear()
-            found = masks[state] = (tuple(self._parts(state, branches)), accepting)
-        elif len(found[0]) > 1 and self._merged_bytes < MAX_MERGED_BYTES:
-            # The same state again (a string's interior, another request at the same point): its
-            # sets merged into one, so every later mask reads a single array.
-            merged = self._union(list(found[0]))
-            self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
-            found = masks[state] = ((merged,), found[1])
-        parts = found[0]
+            return accepting
         if len(parts) == 1 and parts[0][0] is None:
             row[:words] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
         else:
@@ -204,10 +190,28 @@ class GrammarAutomaton:
                 _apply(out, part)
         if row.shape[0] > words:
             row[words:] = 0
-        return found[1]
+        return accepting
 
-    def _parts(self, state: GrammarState, branches: list | None = None) -> list:
-        """The token sets whose union is the mask of ``state``.
+    def _sets(self, state: GrammarState) -> tuple[tuple, bool]:
+        """(the token sets whose union is the mask of ``state``, whether it accepts), memoised by state;
+        the second time a state is asked for, its sets are merged into one (a string's interior,
+        another request at the same point), so every later mask reads a single array."""
+        masks = self._state_masks
+        found = masks.get(state)
+        if found is None:
+            branches = self._branches(state)
+            accepting = any(boundary and parse.accepting for parse, _, _, boundary in branches)
+            if len(masks) >= MAX_STATE_MASKS:
+                masks.clear()
+            found = masks[state] = (tuple(self._parts(branches)), accepting)
+        elif len(found[0]) > 1 and self._merged_bytes < MAX_MERGED_BYTES:
+            merged = self._union(list(found[0]))
+            self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
+            found = masks[state] = ((merged,), found[1])
+        return found
+
+    def _parts(self, branches: list) -> list:
+        """The token sets whose union is the mask of a state with these ``branches``.
 
         A branch's sets depend only on its parse state and lexer state, so they are memoised on the
         parse state (which requests of the same document shape share, see ``EarleyParser.scan``):
@@ -215,7 +219,7 @@ class GrammarAutomaton:
         dict lookup.
         """
         parts: list = []
-        for parse, ctx, lex, _ in self._branches(state) if branches is None else branches:
+        for parse, ctx, lex, _ in branches:
             memo = parse.mask_memo
             if memo is None:
                 memo = parse.mask_memo = {}
@@ -447,7 +451,7 @@ _MAX_DIFFERING = 64
 MAX_STATE_MASKS = 65_536
 """Most states whose masks a grammar keeps ready (the memo is cleared when it fills)."""
 MAX_MERGED_BYTES = 64 << 20
-"""Most bytes a grammar spends on merged token sets (see ``fill_mask``); past it, masks OR their parts."""
+"""Most bytes a grammar spends on merged token sets (see ``_sets``); past it, masks OR their parts."""
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the cache is cleared when it fills)."""
