@@ -552,14 +552,14 @@ class JsonGrammarBuilder:
     def _dfa_lexeme(self, dfa: CharDFA, label: Any, quoted: bool) -> Lexeme | None:
         """The DFA as one lexeme whose edges read ``label(ranges)``; None when it accepts no text."""
         rows = _text_edges(dfa)
-        in_text = CharDFA([sorted((lo, hi, t) for ranges, t in row for lo, hi in ranges) for row in rows], dfa.accepting)
+        in_text = CharDFA([sorted((lo, hi, t) for ranges, t in row for lo, hi in ranges) for row in rows],
+                          dfa.accepting)
         if json_automata.is_empty(json_automata.trim(in_text)):
             return None
         edges = [[s, label(ranges), t] for s, row in enumerate(rows) for ranges, t in row]
         accepting = [s for s in range(dfa.n_states) if dfa.accepting[s]]
         machine = "(?@" + json.dumps([0, accepting, edges], separators=(",", ":")) + ")"
         return self._lex('"' + machine + '"' if quoted else machine)
-
 
     # ---------------------------------------------------------------------------------- arrays
 

@@ -329,7 +329,7 @@ def json_keys_except(names: Iterable[str]) -> str:
 def _keys_except(names: tuple[str, ...]) -> str:
     root = _char_trie(names)
     deviations = _deviation_regex(root, 0)
-    if not _NOT_PLAIN.search("".join(names)):
+    if plain_names(names):
         return _plain_keys_except(names, root, deviations)
     # Each trie node's leave step; groups in the order a depth-first walk (last branch first) meets them.
     step_of: dict[int, str | None] = {}
