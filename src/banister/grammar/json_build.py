@@ -49,7 +49,6 @@ from banister.grammar.json_text import (
     ANY_CHAR,
     INTEGER,
     NUMBER,
-    _char_trie,
     json_char,
     json_keys_except,
     json_strings,
@@ -227,19 +226,23 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     quote = ord('"')
     body = int(string.transitions[string.start, quote])
     end = int(string.transitions[body, quote])
-    nodes = [_char_trie(names)]
-    for node in nodes:  # breadth first: a node's number is its position here
-        nodes.extend(child for c, child in node.items() if c)
+    node = {"": 0}  # each prefix of a name is a trie node, numbered as first met
+    parents, chars = [], []
+    for name in names:
+        for i in range(1, len(name) + 1):
+            if name[:i] not in node:
+                node[name[:i]] = len(node)
+                parents.append(node[name[: i - 1]])
+                chars.append(ord(name[i - 1]))
     base = string.n_states
-    table = np.zeros((base + len(nodes) + 1, 256), dtype=np.int32)
+    n = len(node)
+    table = np.zeros((base + n + 1, 256), dtype=np.int32)
     table[:base] = string.transitions
-    table[base : base + len(nodes)] = string.transitions[body]
-    number = {id(node): base + k for k, node in enumerate(nodes)}
-    for k, node in enumerate(nodes):
-        for c, child in node.items():
-            if c:
-                table[base + k, ord(c)] = number[id(child)]
-        table[base + k, quote] = 0 if "" in node else end
+    table[base : base + n] = string.transitions[body]
+    table[base : base + n, quote] = end
+    if parents:
+        table[base + np.array(parents), np.array(chars)] = np.arange(base + 1, base + n, dtype=np.int32)
+    table[[base + node[name] for name in names], quote] = 0
     table[-1, quote] = base  # the start: the opening quote leads to the root
     accepting = np.zeros(table.shape[0], dtype=np.bool_)
     accepting[:base] = string.accepting

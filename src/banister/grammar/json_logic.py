@@ -106,6 +106,23 @@ def canon(value: Any) -> Any:
     return (kind[0], value)
 
 
+def _hash_once(cls: type) -> type:
+    """Remember a frozen dataclass's hash on the instance: shapes and terms key the memos of emptiness
+    and expansion, and a shape's generated hash would rehash its four terms, field by field, each time."""
+    computed = cls.__hash__
+
+    def __hash__(self: Any) -> int:
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = computed(self)
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    cls.__hash__ = __hash__  # type: ignore[assignment]
+    return cls
+
+
+@_hash_once
 @dataclass(frozen=True)
 class NumTerm:
     """Constraints on a number: integer or not, bounds, multiples, a finite set of values or exclusions.
@@ -138,6 +155,7 @@ class NumTerm:
         return (self.values is None or v in self.values) and v not in self.excluded
 
 
+@_hash_once
 @dataclass(frozen=True)
 class StrTerm:
     """Constraints on a string; patterns and formats carry the pointer of their keyword."""
@@ -176,6 +194,7 @@ class Contains:
     where: str
 
 
+@_hash_once
 @dataclass(frozen=True)
 class ArrTerm:
     min_items: int = 0
@@ -196,6 +215,7 @@ class ArrTerm:
 KeySet = tuple
 
 
+@_hash_once
 @dataclass(frozen=True)
 class ObjTerm:
     props: tuple[tuple[str, Node], ...] = ()
@@ -223,6 +243,20 @@ _ARRAY_KEYWORDS = frozenset(
     ("minItems", "maxItems", "prefixItems", "items", "additionalItems", "unevaluatedItems", "contains", "uniqueItems")
 )
 """The keywords :meth:`Logic._array_term` reads (``minContains``/``maxContains`` only with ``contains``)."""
+_IN_PLACE_KEYWORDS = frozenset((
+    "$ref", "allOf", "anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies", "unevaluatedProperties",
+    "unevaluatedItems",
+))
+"""The keywords :meth:`Logic._expand` reads past the schema's own shape (a schema with none of them is
+that shape)."""
+_NUMBER_KEYWORDS = frozenset(("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "format"))
+_STRING_KEYWORDS = frozenset(("minLength", "maxLength", "pattern", "format"))
+_OBJECT_KEYWORDS = frozenset((
+    "properties", "patternProperties", "additionalProperties", "unevaluatedProperties", "propertyNames", "required",
+    "dependentRequired", "dependencies", "minProperties", "maxProperties",
+))
+"""The keywords :meth:`Logic._number_term`, ``_string_term`` and ``_object_term`` read: a schema with none
+of them gets the shared unconstrained term."""
 _DEFAULT_NUM, _DEFAULT_STR, _DEFAULT_ARR, _DEFAULT_OBJ = (
     _DEFAULT_TERMS["number"],
     _DEFAULT_TERMS["string"],
@@ -232,6 +266,7 @@ _DEFAULT_NUM, _DEFAULT_STR, _DEFAULT_ARR, _DEFAULT_OBJ = (
 """One shared unconstrained term per type (terms are immutable), so most checks are by identity."""
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Shape:
     """A union over ``types`` of one constraint term per type (null has none)."""
@@ -334,6 +369,10 @@ def _uniq(items: Iterable[Any]) -> tuple:
 
 
 def merge_num(a: NumTerm, b: NumTerm) -> NumTerm:
+    if b is _DEFAULT_NUM or b is a:
+        return a
+    if a is _DEFAULT_NUM:
+        return b
     lo, lo_x = _tighter_lo((a.lo, a.lo_x), (b.lo, b.lo_x))
     hi, hi_x = _tighter_hi((a.hi, a.hi_x), (b.hi, b.hi_x))
     return NumTerm(
@@ -353,6 +392,10 @@ def merge_num(a: NumTerm, b: NumTerm) -> NumTerm:
 
 
 def merge_str(a: StrTerm, b: StrTerm) -> StrTerm:
+    if b is _DEFAULT_STR or b is a:
+        return a
+    if a is _DEFAULT_STR:
+        return b
     hi = a.max_len if b.max_len is None else b.max_len if a.max_len is None else min(a.max_len, b.max_len)
     return StrTerm(
         max(a.min_len, b.min_len),
@@ -367,6 +410,10 @@ def merge_str(a: StrTerm, b: StrTerm) -> StrTerm:
 
 
 def merge_arr(a: ArrTerm, b: ArrTerm) -> ArrTerm:
+    if b is _DEFAULT_ARR or b is a:
+        return a
+    if a is _DEFAULT_ARR:
+        return b
     hi = a.max_items if b.max_items is None else b.max_items if a.max_items is None else min(a.max_items, b.max_items)
     return ArrTerm(
         max(a.min_items, b.min_items),
@@ -382,6 +429,10 @@ def merge_arr(a: ArrTerm, b: ArrTerm) -> ArrTerm:
 
 
 def merge_obj(a: ObjTerm, b: ObjTerm) -> ObjTerm:
+    if b is _DEFAULT_OBJ or b is a:
+        return a
+    if a is _DEFAULT_OBJ:
+        return b
     hi = a.max_props if b.max_props is None else b.max_props if a.max_props is None else min(a.max_props, b.max_props)
     return ObjTerm(
         _uniq(a.props + b.props),
@@ -401,6 +452,10 @@ def merge_obj(a: ObjTerm, b: ObjTerm) -> ObjTerm:
 
 def merge(a: Shape, b: Shape) -> Shape:
     """The intersection of two shapes."""
+    if b is ANY or b is a:
+        return a
+    if a is ANY:
+        return b
     return Shape(
         a.types & b.types,
         a.boolean & b.boolean,
@@ -585,6 +640,8 @@ class Logic:
             if key in schema:
                 raise SchemaError(f"{key} (dynamic scoping) is not supported", p, key)
         result = [self._local_shape(loc)]
+        if schema.keys().isdisjoint(_IN_PLACE_KEYWORDS):
+            return result if result[0].types else []
         if "$ref" in schema:
             result = self.conj(result, self.expand(self._ref(loc, "$ref").pointer), p)
         if "allOf" in schema:
@@ -749,7 +806,7 @@ class Logic:
             plain = integer and loc.draft == "4"  # draft 4: an integer is written without fraction
             if s.get("nullable") is True:
                 types.add("null")
-        shape = Shape(frozenset(types), number=NumTerm(integer=integer, plain=plain))
+        shape = Shape(frozenset(types), number=NumTerm(integer=True, plain=plain) if integer else _DEFAULT_NUM)
         if "enum" in s or "const" in s:
             shape = merge(shape, self._enum_shape(loc))
             return replace(
@@ -770,8 +827,8 @@ class Logic:
         return Shape(
             shape.types,
             shape.boolean,
-            shape.number if num == _DEFAULT_NUM else merge_num(shape.number, num),
-            shape.string if string == _DEFAULT_STR else merge_str(shape.string, string),
+            shape.number if num is _DEFAULT_NUM or num == _DEFAULT_NUM else merge_num(shape.number, num),
+            shape.string if string is _DEFAULT_STR or string == _DEFAULT_STR else merge_str(shape.string, string),
             shape.array
             if array == _DEFAULT_ARR and array.evaluated == _DEFAULT_ARR.evaluated
             else merge_arr(shape.array, array),
@@ -798,7 +855,10 @@ class Logic:
 
     def _number_term(self, loc: Location) -> NumTerm:
         s, p = loc.schema, loc.pointer
-        term = NumTerm()
+        if s.keys().isdisjoint(_NUMBER_KEYWORDS):
+            return _DEFAULT_NUM
+        low: tuple[Fraction | None, bool] = (None, False)
+        high: tuple[Fraction | None, bool] = (None, False)
 
         def num(key: str) -> Fraction:
             try:
@@ -815,26 +875,34 @@ class Logic:
                 raise SchemaError(f"{key} must be a number", p, key)
             value = num(key)
             if key == "minimum":
-                term = merge_num(term, NumTerm(lo=value, lo_x=s.get("exclusiveMinimum") is True))
+                low = _tighter_lo(low, (value, s.get("exclusiveMinimum") is True))
             elif key == "maximum":
-                term = merge_num(term, NumTerm(hi=value, hi_x=s.get("exclusiveMaximum") is True))
+                high = _tighter_hi(high, (value, s.get("exclusiveMaximum") is True))
             elif key == "exclusiveMinimum":
-                term = merge_num(term, NumTerm(lo=value, lo_x=True))
+                low = _tighter_lo(low, (value, True))
             else:
-                term = merge_num(term, NumTerm(hi=value, hi_x=True))
+                high = _tighter_hi(high, (value, True))
+        mult: tuple[Fraction, ...] = ()
         if "multipleOf" in s:
             m = num("multipleOf")
             if m <= 0:
                 raise SchemaError("multipleOf must be greater than 0", p, "multipleOf")
-            term = merge_num(term, NumTerm(mult=(m,)))
+            mult = (m,)
+        integer = False
         fmt = s.get("format")
         if isinstance(fmt, str) and fmt in FORMATS and FORMATS[fmt].integer_range is not None:
             lo, hi = FORMATS[fmt].integer_range  # type: ignore[misc]
-            term = merge_num(term, NumTerm(integer=True, lo=Fraction(lo), hi=Fraction(hi)))
-        return term
+            integer = True
+            low = _tighter_lo(low, (Fraction(lo), False))
+            high = _tighter_hi(high, (Fraction(hi), False))
+        if not integer and not mult and low[0] is None and high[0] is None:
+            return _DEFAULT_NUM
+        return NumTerm(integer=integer, lo=low[0], lo_x=low[1], hi=high[0], hi_x=high[1], mult=mult)
 
     def _string_term(self, loc: Location) -> StrTerm:
         s, p = loc.schema, loc.pointer
+        if s.keys().isdisjoint(_STRING_KEYWORDS):
+            return _DEFAULT_STR
         term = StrTerm(min_len=_count(s, "minLength", p), max_len=_count(s, "maxLength", p, None))
         if "pattern" in s:
             pattern = s["pattern"]
@@ -916,6 +984,8 @@ class Logic:
 
     def _object_term(self, loc: Location) -> ObjTerm:
         s, p = loc.schema, loc.pointer
+        if s.keys().isdisjoint(_OBJECT_KEYWORDS) and not (self.opts.strict and _declares_object(s.get("type"))):
+            return _DEFAULT_OBJ  # what the code below gives: open, nothing required, no key evaluated
         props: list[tuple[str, Node]] = []
         rules: list[tuple[KeySet, Node, str]] = []
         names: list[str] = []
@@ -924,8 +994,9 @@ class Logic:
             if not isinstance(s["properties"], dict):
                 raise SchemaError("properties must be an object", p, "properties")
             for name, sub in s["properties"].items():
-                self._check_schema(sub, f"{p}/properties/{escape_token(name)}", "properties")
-                props.append((name, loc_node(f"{p}/properties/{escape_token(name)}")))
+                where = f"{p}/properties/{escape_token(name)}"
+                self._check_schema(sub, where, "properties")
+                props.append((name, loc_node(where)))
                 names.append(name)
         if "patternProperties" in s:
             if not isinstance(s["patternProperties"], dict):
