@@ -16,7 +16,7 @@ from banister.errors import GrammarError
 from banister.grammar.ir import Grammar, Lexeme, Ref
 from banister.grammar.json_text import escape_text, json_keys_except, json_strings
 from banister.parser.earley import EarleyTables
-from banister.parser.lexer import LexemeDFA, LexerContext, _literal_bytes
+from banister.parser.lexer import LexemeDFA, LexerContext, _literal_bytes, finite_language, lexeme_language
 from banister.regex import DEAD, compile_regex
 
 TEXTS = ["name", "a-b/c", "x\ny", "\x00\x7f\x80", "é😀", "\\", "{}[]()", "a,b:c", "#&~<>=!@%`'\"", " \t", ""]
@@ -46,6 +46,53 @@ def test_non_literal_patterns_take_the_regex_compiler(pattern: str) -> None:
 def test_braced_unicode_escapes_are_literals() -> None:
     assert _literal_bytes(r"\u{41}\u{1F600}") == "A😀".encode()
     assert _literal_bytes(r"\u{D800}") is None  # a lone surrogate is the regex compiler's error
+
+
+def _accepted(transitions: np.ndarray, accepting: np.ndarray, start: int, limit: int = 5000) -> set[bytes] | None:
+    """Every text a DFA accepts, or None when it accepts more than ``limit`` (or infinitely many)."""
+    out: set[bytes] = set()
+    stack = [(start, b"")]
+    while stack:
+        state, text = stack.pop()
+        if state == DEAD:
+            continue
+        if accepting[state]:
+            out.add(text)
+        if len(out) > limit or len(text) > 200:
+            return None
+        stack.extend((int(t), text + bytes((b,))) for b, t in enumerate(transitions[state]) if t != DEAD)
+    return out
+
+
+FINITE = [
+    json_strings(["configerror", "initialized", "running", "running_canceled", "stopped", "stopping"]),
+    json_strings(["a/b", "é", "x\ny", "😀", 'say "hi"', ""]),
+    "null|true|false", "[0-9]{2}", "a{0,3}b?", "(?:)", "-?(?:0|1|2)(?:\\.5)?", "[é-ë]x|y", "(?:ab|a)(?:c|bc)",
+]
+
+
+@pytest.mark.parametrize("pattern", FINITE)
+def test_finite_patterns_list_what_the_regex_compiler_accepts(pattern: str) -> None:
+    """A finite pattern's texts are listed from its parse, not compiled; the regex compiler's DFA (fully
+    expanded and enumerated) is the oracle, for the list and for the trie DFA built from it."""
+    texts = finite_language(pattern)
+    assert texts is not None
+    slow = compile_regex(pattern)
+    slow.expand_from(slow.start)
+    expected = _accepted(slow.transitions, slow.accepting, slow.start)
+    assert set(texts) == expected
+    fast = LexemeDFA.strings(texts)
+    assert _accepted(fast.transitions, fast.accepting, fast.start) == expected
+    assert lexeme_language(pattern, 1000) == (not expected, b"" in expected)
+
+
+@pytest.mark.parametrize("pattern", ["a*", "[^a]", "a+b", "(?:a|b){0,20}", "^a", "a$", "[0-9]{5}", "\\d+", "a(?~b)"])
+def test_infinite_or_big_patterns_are_not_listed(pattern: str) -> None:
+    assert finite_language(pattern) is None
+
+
+def test_an_empty_finite_language_starts_dead() -> None:
+    assert LexemeDFA.strings(()).start == DEAD
 
 
 def _sample(pattern: str, rng: random.Random) -> bytes:

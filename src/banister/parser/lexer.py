@@ -16,8 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from banister.errors import LimitError
-from banister.regex import DEAD, RegexDFA, compile_regex
+from banister.errors import LimitError, RegexError
+from banister.regex import DEAD, Alternate, CharSet, Concat, Node, RegexDFA, Repeat, compile_regex, parse_regex
 
 _context_ids = itertools.count()
 
@@ -67,6 +67,27 @@ class LexemeDFA:
         self.n_states = n + 2
         return self
 
+    @classmethod
+    def strings(cls, texts: tuple[bytes, ...]) -> LexemeDFA:
+        """The DFA of exactly ``texts`` (distinct): their trie, state 1 the root (0 is dead; with no
+        text the start is dead)."""
+        if not texts:
+            return cls.from_table(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=np.bool_), DEAD)
+        node = {b"": 1}
+        parents, labels = [], []
+        for text in texts:
+            for i in range(1, len(text) + 1):
+                if text[:i] not in node:
+                    node[text[:i]] = len(node) + 1
+                    parents.append(node[text[: i - 1]])
+                    labels.append(text[i - 1])
+        n = len(node) + 1
+        table = np.zeros((n, 256), dtype=np.int32)
+        table[parents, labels] = np.arange(2, n, dtype=np.int32)
+        accepting = np.zeros(n, dtype=np.bool_)
+        accepting[[node[text] for text in texts]] = True
+        return cls.from_table(table, accepting, 1)
+
     def is_accepting(self, state: int) -> bool:
         return bool(self.accepting[state])
 
@@ -104,6 +125,9 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
         built = build(max_states)
         if built.n_states <= max_states:
             return built
+    texts = finite_language(pattern)
+    if texts is not None and sum(map(len, texts)) + 2 <= max_states:
+        return LexemeDFA.strings(texts)
     dfa = compile_regex(pattern, max_states=max_states)
     state = 1  # every state is created reachable from the start: complete rows until none is missing
     while state < dfa.n_states:
@@ -128,8 +152,78 @@ def lexeme_language(pattern: str, max_nfa_states: int) -> tuple[bool, bool]:
     data = _literal_bytes(pattern)
     if data is not None and len(data) < max_nfa_states:
         return False, not data
+    texts = finite_language(pattern)
+    if texts is not None and sum(map(len, texts)) < max_nfa_states:
+        return not texts, b"" in texts
     dfa = compile_regex(pattern, max_nfa_states=max_nfa_states)
     return dfa.start == DEAD, dfa.is_accepting(dfa.start)
+
+
+MAX_FINITE_TEXTS = 1024
+"""Most texts :func:`finite_language` lists for a pattern ..."""
+MAX_FINITE_BYTES = 1 << 14
+"""... and most bytes over all of them."""
+
+
+@lru_cache(maxsize=2048)
+def finite_language(pattern: str) -> tuple[bytes, ...] | None:
+    """The texts (UTF-8, sorted) a lexeme pattern matches when they are few: an enum's strings, a choice
+    of literals. None for an infinite language, a bigger one (``MAX_FINITE_TEXTS``, ``MAX_FINITE_BYTES``),
+    an anchor or an extension, or a pattern that does not parse (the regex compiler reports it).
+    A trie of them is the lexeme's DFA, built without the regex compiler's NFA and subsets (the bulk of
+    a new schema's compile time when its enums are many)."""
+    if _UNBOUNDED.search(pattern):
+        return None  # a repeat with no bound, or an extension: not worth parsing to find out
+    try:
+        node = parse_regex(pattern, extensions=True)
+    except (RegexError, LimitError):
+        return None
+    texts = _texts(node)
+    if texts is None or sum(map(len, texts)) > MAX_FINITE_BYTES:
+        return None
+    return tuple(sorted(set(texts)))
+
+
+_UNBOUNDED = re.compile(r"[*+]|,\}|\(\?[~@]")
+
+
+def _texts(node: Node) -> list[bytes] | None:
+    """Every text ``node`` matches (with repeats), or None past ``MAX_FINITE_TEXTS`` or where there is
+    no finite list."""
+    if type(node) is CharSet:
+        if sum(hi - lo + 1 for lo, hi in node.ranges) > MAX_FINITE_TEXTS:
+            return None
+        return [chr(c).encode("utf-8") for lo, hi in node.ranges for c in range(lo, hi + 1)]
+    if type(node) is Concat:
+        out = [b""]
+        for item in node.items:
+            part = _texts(item)
+            if part is None or len(out) * len(part) > MAX_FINITE_TEXTS:
+                return None
+            out = [a + b for a in out for b in part]
+        return out
+    if type(node) is Alternate:
+        out = []
+        for option in node.options:
+            part = _texts(option)
+            if part is None or len(out) + len(part) > MAX_FINITE_TEXTS:
+                return None
+            out += part
+        return out
+    if type(node) is Repeat and node.max is not None:
+        item = _texts(node.item)
+        if item is None:
+            return None
+        out, level = [], [b""]
+        for k in range(node.max + 1):
+            if k >= node.min:
+                out += level
+            if k < node.max:
+                if len(level) * len(item) > MAX_FINITE_TEXTS or len(out) > MAX_FINITE_TEXTS:
+                    return None
+                level = [a + b for a in level for b in item]
+        return out if len(out) <= MAX_FINITE_TEXTS else None
+    return None  # an unbounded repeat, an anchor, an absent text or a machine
 
 
 _LITERAL = re.compile(r"(?:[^\\^$.|?*+()\[\]{}]|\\[^0-9A-Za-z]|\\u\{[0-9A-Fa-f]{1,6}\})*", re.DOTALL)
