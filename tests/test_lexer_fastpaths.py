@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from banister.errors import GrammarError
+from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref
 from banister.grammar.json_text import escape_text, json_keys_except, json_strings
 from banister.parser.earley import EarleyTables
@@ -267,3 +267,33 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
         assert np.array_equal(got_words, words), state
         assert np.array_equal(nodes, want_nodes), state
     assert derived >= 5
+
+
+def test_front_end_regexes_are_handed_over_whole() -> None:
+    """A regex the front end compiled to ask about a lexeme is completed by ``lexeme_dfa`` rather than
+    compiled again; the DFA is the one a fresh compile gives, and a different state limit compiles anew."""
+    from banister.parser import lexer
+
+    pattern = r"[a-c]{2,4}x?|[0-9]+\.[0-9]"
+    lexer.lexeme_language.cache_clear()
+    lexer.lexeme_dfa.cache_clear()
+    assert lexer.lexeme_language(pattern, 1000) == (False, False)
+    assert pattern in lexer._front_end_regexes
+    handed = lexer.lexeme_dfa(pattern, 10_000)
+    assert pattern not in lexer._front_end_regexes
+    fresh = lexer.LexemeDFA(_completed(compile_regex(pattern, max_states=10_000)))
+    assert np.array_equal(handed.transitions, fresh.transitions)
+    assert np.array_equal(handed.accepting, fresh.accepting)
+    lexer.lexeme_language.cache_clear()
+    lexer.lexeme_language(pattern, 1000)
+    with pytest.raises(LimitError):
+        lexer.lexeme_dfa(pattern, 3)  # the kept regex has the default limit: not used
+
+
+def _completed(dfa):
+    """``dfa`` with every row computed, state by state in order (as ``lexeme_dfa`` does)."""
+    state = 1
+    while state < dfa.n_states:
+        dfa.step(state, 0)
+        state += 1
+    return dfa

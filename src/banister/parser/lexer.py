@@ -128,7 +128,10 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     texts = finite_language(pattern)
     if texts is not None and sum(map(len, texts)) + 2 <= max_states:
         return LexemeDFA.strings(texts)
-    dfa = compile_regex(pattern, max_states=max_states)
+    with _builders_lock:
+        dfa = _front_end_regexes.pop(pattern, None)
+    if dfa is None or dfa.max_states != max_states:
+        dfa = compile_regex(pattern, max_states=max_states)
     state = 1  # every state is created reachable from the start: complete rows until none is missing
     while state < dfa.n_states:
         dfa.step(state, 0)
@@ -156,7 +159,22 @@ def lexeme_language(pattern: str, max_nfa_states: int) -> tuple[bool, bool]:
     if texts is not None and sum(map(len, texts)) < max_nfa_states:
         return not texts, b"" in texts
     dfa = compile_regex(pattern, max_nfa_states=max_nfa_states)
+    if dfa.nfa_states <= _HANDOVER_NFA_STATES:
+        with _builders_lock:
+            _front_end_regexes[pattern] = dfa
+            while len(_front_end_regexes) > _MAX_HANDOVERS:
+                _front_end_regexes.popitem(last=False)
     return dfa.start == DEAD, dfa.is_accepting(dfa.start)
+
+
+_front_end_regexes: OrderedDict[str, RegexDFA] = OrderedDict()
+"""The regexes :func:`lexeme_language` compiled most recently (its start state only), handed over to
+:func:`lexeme_dfa`, which completes them rather than parsing and building the NFA again: a new schema's
+lexemes are asked about by the front end, then built by the grammar's automaton."""
+_MAX_HANDOVERS = 64
+_HANDOVER_NFA_STATES = 5_000
+"""Only regexes of up to this many NFA states are kept for the hand-over (far below the regex compiler's
+own NFA limit, so a pattern too big for it never gets through this way)."""
 
 
 MAX_FINITE_TEXTS = 1024

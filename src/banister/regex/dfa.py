@@ -57,6 +57,16 @@ class RegexDFA:
         return self._table[: self.n_states]
 
     @property
+    def max_states(self) -> int:
+        """The most states this DFA may materialise (LimitError past it)."""
+        return self._max_states
+
+    @property
+    def nfa_states(self) -> int:
+        """States of the NFA it is determinised from."""
+        return self._nfa.n_states
+
+    @property
     def accepting(self) -> np.ndarray:
         """bool ``(n_states,)``: whether each state accepts the text read so far."""
         return self._accepting[: self.n_states]
