@@ -46,14 +46,18 @@ class Grammar:
     start: str
     trimmed: bool = False
     lexemes: tuple[Lexeme, ...] = field(init=False)
+    size: int = field(init=False, repr=False, compare=False)
+    """Symbols over all alternatives (each counts one more): the measure that grammar-size limits apply to."""
 
     def __post_init__(self) -> None:
         if self.start not in self.rules:
             raise GrammarError(f"start rule {self.start!r} is not defined")
         seen: dict[Lexeme, None] = {}
         rules = self.rules
+        size = 0
         for name, alternatives in rules.items():
             for alt in alternatives:
+                size += len(alt) + 1
                 for sym in alt:
                     if type(sym) is Lexeme:
                         seen.setdefault(sym)
@@ -62,11 +66,7 @@ class Grammar:
                     elif sym.name not in rules:
                         raise GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
         object.__setattr__(self, "lexemes", tuple(seen))
-
-    @property
-    def size(self) -> int:
-        """Symbols over all alternatives: the measure that grammar-size limits apply to."""
-        return sum(len(alt) + 1 for alts in self.rules.values() for alt in alts)
+        object.__setattr__(self, "size", size)
 
 
 class GrammarBuilder:

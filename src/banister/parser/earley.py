@@ -296,7 +296,7 @@ def _least_rules(rules: list[list[tuple[int, ...]]], excluded: frozenset[int] | 
     for name, alternatives in enumerate(rules):
         for alt in alternatives:
             if all_lexemes_excluded:
-                if any(s < 0 for s in alt):
+                if alt and min(alt) < 0:
                     continue
             elif any(s < 0 and s in excluded for s in alt):
                 continue
