@@ -40,7 +40,8 @@ class RegexDFA:
         marks[0] = 0
         self._byte_class = np.cumsum(marks[:256]).astype(np.intp)
         self._n_classes = int(self._byte_class[-1]) + 1
-        self._class_edges: dict[int, list[tuple[int, int]]] = {}
+        self._class_masks: dict[int, dict[int, int]] = {}
+        self._successors: dict[frozenset[int], int] = {}  # by the NFA states a byte moves to
         self._closures: dict[int, frozenset[int]] = {}
         self._ids: dict[_Key, int] = {}
         self._subsets: list[frozenset[int]] = []
@@ -182,35 +183,54 @@ class RegexDFA:
         found = self._closures[state] = frozenset(subset)
         return found
 
-    def _edges_by_class(self, state: int) -> list[tuple[int, int]]:
-        """``(byte class, NFA target)`` for every live byte edge of ``state``."""
-        found = self._class_edges.get(state)
+    def _targets(self, state: int) -> dict[int, int]:
+        """The live byte edges of NFA ``state`` as ``{target: the byte classes leading there, as the bits
+        of an int}``."""
+        found = self._class_masks.get(state)
         if found is None:
             classes = self._byte_class
-            found = self._class_edges[state] = [
-                (c, t) for lo, hi, t in self._live_edges[state] for c in range(classes[lo], classes[hi] + 1)
-            ]
+            found = self._class_masks[state] = {}
+            for lo, hi, t in self._live_edges[state]:
+                bits = (2 << int(classes[hi])) - (1 << int(classes[lo]))  # classes lo..hi
+                found[t] = found.get(t, 0) | bits
         return found
 
     def _expand(self, state: int) -> None:
-        """Compute the full row of ``state``."""
-        buckets: dict[int, list[int]] = {}
+        """Compute the full row of ``state``.
+
+        Each NFA target is reached on a set of byte classes (an int's bits); splitting the classes by
+        every target's set in turn leaves blocks of classes that move to the same targets, one DFA
+        successor each: a few big-int operations per target, not a dict operation per class and edge.
+        """
+        reach: dict[int, int] = {}
         for nfa_state in self._subsets[state]:
-            for cls, target in self._edges_by_class(nfa_state):
-                bucket = buckets.get(cls)
-                if bucket is None:
-                    buckets[cls] = [target]
-                else:
-                    bucket.append(target)
-        class_row = np.zeros(self._n_classes, dtype=np.int32)
-        made: dict[frozenset[int], int] = {}
-        for cls, targets in buckets.items():
+            for target, bits in self._targets(nfa_state).items():
+                reach[target] = reach.get(target, 0) | bits
+        blocks: list[tuple[int, tuple[int, ...]]] = [((1 << self._n_classes) - 1, ())]
+        for target, bits in reach.items():
+            split = []
+            for block, targets in blocks:
+                inside = block & bits
+                if inside:
+                    split.append((inside, (*targets, target)))
+                    block ^= inside
+                if block:
+                    split.append((block, targets))
+            blocks = split
+        class_row = [DEAD] * self._n_classes
+        successors = self._successors
+        for block, targets in blocks:
+            if not targets:
+                continue
             key = frozenset(targets)
-            found = made.get(key)
+            found = successors.get(key)
             if found is None:
-                found = made[key] = self._successor(key)
-            class_row[cls] = found
-        self._table[state] = class_row[self._byte_class]
+                found = successors[key] = self._successor(key)
+            while block:
+                low = block & -block
+                class_row[low.bit_length() - 1] = found
+                block ^= low
+        self._table[state] = np.array(class_row, dtype=np.int32)[self._byte_class]
 
     def _successor(self, targets: frozenset[int]) -> int:
         """The state reached when the NFA has just moved to ``targets``."""
