@@ -24,6 +24,13 @@ from banister.regex import compile_regex
 DOC = Path(__file__).parent.parent / "docs" / "json-schema.md"
 
 
+
+def _cyclic() -> dict:
+    """A dict holding itself: not JSON data."""
+    schema: dict = {"type": "object"}
+    schema["properties"] = {"self": schema}
+    return schema
+
 def accepts(schema, text: str, **options) -> bool:
     return matches(json_schema_to_grammar(schema, **options), text)
 
@@ -501,6 +508,11 @@ def test_recursion_and_regex_function():
         ({"$dynamicRef": "#x"}, SchemaError, "$dynamicRef"),
         (json.loads('{"enum": ["a\\ud800"]}'), SchemaError, None),  # a lone surrogate, as json.loads reads it
         (json.loads('{"properties": {"\\udc00": {}}}'), SchemaError, None),
+        (_cyclic(), SchemaError, None),
+        ({"properties": {1: {}}}, SchemaError, None),
+        ({"enum": [{1, 2}]}, SchemaError, None),
+        ({"const": float("inf")}, SchemaError, None),
+        ({"enum": [[{"a": b"x"}]]}, SchemaError, None),
     ],
 )
 def test_malformed_schemas_raise_typed_errors(schema, error, keyword):
@@ -508,6 +520,12 @@ def test_malformed_schemas_raise_typed_errors(schema, error, keyword):
         json_schema_to_grammar(schema)
     if keyword is not None:
         assert err.value.keyword == keyword
+
+
+def test_a_schema_shared_in_two_places_is_json_data():
+    shared = {"type": "string"}
+    grammar = json_schema_to_grammar({"properties": {"a": shared, "b": {"items": shared}}})
+    assert grammar.rules
 
 
 def _timed(schema, **options):

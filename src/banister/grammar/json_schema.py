@@ -188,29 +188,44 @@ def _check_json(root: Any) -> None:
     booleans, None, and no container inside itself (checked without recursion). Strings holding a lone
     surrogate (which ``json.loads`` reads from ``"\\ud800"``) are refused too: the text policy never
     writes one, so a name or value holding one could not be produced."""
+    if not isinstance(root, (dict, list)):
+        _check_leaf(root)
+        return
     on_path: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
+    stack: list[tuple[Any, bool]] = [(root, False)]  # containers only: leaves are checked where they are met
     while stack:
         value, leaving = stack.pop()
         if leaving:
             on_path.discard(id(value))
             continue
-        if isinstance(value, (dict, list)):
-            if id(value) in on_path:
-                raise SchemaError("the schema contains itself (not JSON data)", "")
-            on_path.add(id(value))
-            stack.append((value, True))
-            if isinstance(value, dict):
-                if not all(isinstance(k, str) for k in value):
+        if id(value) in on_path:
+            raise SchemaError("the schema contains itself (not JSON data)", "")
+        on_path.add(id(value))
+        stack.append((value, True))
+        if isinstance(value, dict):
+            for k in value:
+                if not isinstance(k, str):
                     raise SchemaError("the schema has a non-string object key (not JSON data)", "")
-                for k in value:
+                if not k.isascii():
                     _check_text(k)
-                stack.extend((v, False) for v in value.values())
+            items: Any = value.values()
+        else:
+            items = value
+        for item in items:
+            if isinstance(item, (dict, list)):
+                stack.append((item, False))
+            elif type(item) is str:
+                if not item.isascii():
+                    _check_text(item)
             else:
-                stack.extend((v, False) for v in value)
-        elif isinstance(value, str):
-            _check_text(value)
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise SchemaError(f"the schema holds {value!r}, which is not a JSON number", "")
-        elif not (value is None or isinstance(value, (str, bool, int, float))):
-            raise SchemaError(f"the schema holds a {type(value).__name__}, which is not JSON data", "")
+                _check_leaf(item)
+
+
+def _check_leaf(value: Any) -> None:
+    """SchemaError unless ``value`` is a JSON string, finite number, boolean or null."""
+    if isinstance(value, str):
+        _check_text(value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise SchemaError(f"the schema holds {value!r}, which is not a JSON number", "")
+    elif not (value is None or isinstance(value, (bool, int, float))):
+        raise SchemaError(f"the schema holds a {type(value).__name__}, which is not JSON data", "")
