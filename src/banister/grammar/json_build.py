@@ -57,7 +57,7 @@ from banister.grammar.json_text import (
     signed_number_regex,
 )
 from banister.grammar.regex_text import char_class, escape_text
-from banister.parser.lexer import LexemeDFA, lexeme_dfa, lexeme_language, offer_builder
+from banister.parser.lexer import LexemeDFA, lexeme_dfa, lexeme_language, offer_builder, prefix_trie
 from banister.regex.charset import Ranges, normalize
 
 
@@ -226,14 +226,8 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     quote = ord('"')
     body = int(string.transitions[string.start, quote])
     end = int(string.transitions[body, quote])
-    node = {"": 0}  # each prefix of a name is a trie node, numbered as first met
-    parents, chars = [], []
-    for name in names:
-        for i in range(1, len(name) + 1):
-            if name[:i] not in node:
-                node[name[:i]] = len(node)
-                parents.append(node[name[: i - 1]])
-                chars.append(ord(name[i - 1]))
+    texts = [name.encode("ascii") for name in names]  # plain names are printable ASCII
+    node, parents, labels = prefix_trie(texts)
     base = string.n_states
     n = len(node)
     table = np.zeros((base + n + 1, 256), dtype=np.int32)
@@ -241,8 +235,8 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     table[base : base + n] = string.transitions[body]
     table[base : base + n, quote] = end
     if parents:
-        table[base + np.array(parents), np.array(chars)] = np.arange(base + 1, base + n, dtype=np.int32)
-    table[[base + node[name] for name in names], quote] = 0
+        table[base + np.array(parents), labels] = np.arange(base + 1, base + n, dtype=np.int32)
+    table[[base + node[text] for text in texts], quote] = 0
     table[-1, quote] = base  # the start: the opening quote leads to the root
     accepting = np.zeros(table.shape[0], dtype=np.bool_)
     accepting[:base] = string.accepting

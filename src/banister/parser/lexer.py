@@ -11,7 +11,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -73,23 +73,32 @@ class LexemeDFA:
         text the start is dead)."""
         if not texts:
             return cls.from_table(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=np.bool_), DEAD)
-        node = {b"": 1}
-        parents, labels = [], []
-        for text in texts:
-            for i in range(1, len(text) + 1):
-                if text[:i] not in node:
-                    node[text[:i]] = len(node) + 1
-                    parents.append(node[text[: i - 1]])
-                    labels.append(text[i - 1])
+        node, parents, labels = prefix_trie(texts)
         n = len(node) + 1
         table = np.zeros((n, 256), dtype=np.int32)
-        table[parents, labels] = np.arange(2, n, dtype=np.int32)
+        table[np.array(parents, dtype=np.intp) + 1, labels] = np.arange(2, n, dtype=np.int32)
         accepting = np.zeros(n, dtype=np.bool_)
-        accepting[[node[text] for text in texts]] = True
+        accepting[[node[text] + 1 for text in texts]] = True
         return cls.from_table(table, accepting, 1)
 
     def is_accepting(self, state: int) -> bool:
         return bool(self.accepting[state])
+
+
+def prefix_trie(texts: Iterable[bytes]) -> tuple[dict[bytes, int], list[int], list[int]]:
+    """The trie of ``texts``: each prefix's node number (the empty one is 0, the others numbered as
+    first met), and for nodes 1, 2, ... their parent's number and the byte that leads to them (what a
+    DFA table is filled with in one numpy assignment)."""
+    node = {b"": 0}
+    parents: list[int] = []
+    labels: list[int] = []
+    for text in texts:
+        for i in range(1, len(text) + 1):
+            if text[:i] not in node:
+                node[text[:i]] = len(node)
+                parents.append(node[text[: i - 1]])
+                labels.append(text[i - 1])
+    return node, parents, labels
 
 
 _builders: OrderedDict[str, Callable[[int], LexemeDFA]] = OrderedDict()
@@ -113,8 +122,9 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     """The fully built DFA of a lexeme, shared by every grammar (lexemes recur across schemas).
 
     A plain literal (most lexemes: property names, punctuation, enum strings) is built directly from
-    its bytes, a pattern a front end offered a builder for (:func:`offer_builder`) by that builder;
-    anything else goes through the regex compiler.
+    its bytes, a pattern a front end offered a builder for (:func:`offer_builder`) by that builder, a
+    short finite language (:func:`finite_language`) as the trie of its texts; anything else goes
+    through the regex compiler (completing the regex :func:`lexeme_language` compiled, if it did).
     """
     data = _literal_bytes(pattern)
     if data is not None and len(data) + 2 <= max_states:
@@ -167,7 +177,7 @@ def lexeme_language(pattern: str, max_nfa_states: int) -> tuple[bool, bool]:
     return dfa.start == DEAD, dfa.is_accepting(dfa.start)
 
 
-_front_end_regexes: OrderedDict[str, RegexDFA] = OrderedDict()
+_front_end_regexes: OrderedDict[str, RegexDFA] = OrderedDict()  # under _builders_lock, as the builders
 """The regexes :func:`lexeme_language` compiled most recently (its start state only), handed over to
 :func:`lexeme_dfa`, which completes them rather than parsing and building the NFA again: a new schema's
 lexemes are asked about by the front end, then built by the grammar's automaton."""
@@ -191,7 +201,7 @@ def finite_language(pattern: str) -> tuple[bytes, ...] | None:
     A trie of them is the lexeme's DFA, built without the regex compiler's NFA and subsets (the bulk of
     a new schema's compile time when its enums are many)."""
     if _UNBOUNDED.search(pattern):
-        return None  # a repeat with no bound, or an extension: not worth parsing to find out
+        return None  # what may be a repeat with no bound, or an extension: not worth parsing to find out
     try:
         node = parse_regex(pattern, extensions=True)
     except (RegexError, LimitError):
