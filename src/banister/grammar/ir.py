@@ -22,12 +22,18 @@ class Lexeme:
 
     pattern: str
 
+    def __hash__(self) -> int:  # the pattern's (cached by the string), not a tuple's built per call
+        return hash(self.pattern)
+
 
 @dataclass(frozen=True)
 class Ref:
     """A nonterminal reference."""
 
     name: str
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
 
 Symbol = Lexeme | Ref

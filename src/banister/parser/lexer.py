@@ -258,6 +258,7 @@ _LITERAL = re.compile(r"(?:[^\\^$.|?*+()\[\]{}]|\\[^0-9A-Za-z]|\\u\{[0-9A-Fa-f]{
 _LITERAL_ESCAPE = re.compile(r"\\(?:u\{([0-9A-Fa-f]{1,6})\}|(.))", re.DOTALL)
 
 
+@lru_cache(maxsize=16384)
 def _literal_bytes(pattern: str) -> bytes | None:
     """The UTF-8 text a regex ``pattern`` matches when it is a plain literal (characters and escaped
     punctuation, ``\\u{H}`` escapes); None for anything else."""
