@@ -86,3 +86,16 @@ def test_table_json_and_extras_on_gpt2(sample, tmp_path):
                           show_failures=0, extras=False) == 0
     data = json.loads(out.read_text())
     assert data["tokenizer"] == "gpt2" and data["records"] == 2 and "jump_forward" not in data["engines"][0]
+
+
+def test_time_to_first_mask_is_also_compared_on_the_records_both_engines_compiled():
+    """An engine that refuses the slow schemas has a lower p50 of its own; the common-record ratio
+    compares the same schemas."""
+    from banister.bench.maskbench import EngineTally, common_ttfm
+
+    mine, theirs = EngineTally("banister"), EngineTally("peer")
+    mine.ttfm_by_record = {"a": 100.0, "b": 200.0, "hard": 10_000.0}
+    theirs.ttfm_by_record = {"a": 50.0, "b": 100.0}
+    common = common_ttfm([mine, theirs])["peer"]
+    assert common["records"] == 2
+    assert common["ttfm_us p50"] == pytest.approx(150.0 / 75.0)

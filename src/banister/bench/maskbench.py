@@ -66,6 +66,7 @@ class EngineTally:
     tokens: int = 0
     mask_us: list[float] = field(default_factory=list)
     ttfm_us: list[float] = field(default_factory=list)
+    ttfm_by_record: dict[str, float] = field(default_factory=dict)  # the same, by record id (see common_ttfm)
     compile_us: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     forced_tokens: int = 0  # tokens of valid instances lying entirely inside forced bytes
@@ -149,6 +150,7 @@ def run_record(engine: Engine, record: dict[str, Any], encode: Callable[[str], l
             tally.mask_us.append((t1 - t0) * 1e6)
             if i == 0 and j == 0:
                 tally.ttfm_us.append((compiled_at - start + t1 - t0) * 1e6)
+                tally.ttfm_by_record[record["id"]] = tally.ttfm_us[-1]
             tally.tokens += 1
             if not _bit(bitmask, token) or not matcher.accept(token):
                 accepted = False
@@ -256,6 +258,9 @@ def format_table(tallies: list[EngineTally]) -> str:
                   for key, q in RATIOS]
         lines.append(f"{base['engine']} / {other['engine']}: " + ", ".join(ratios)
                      + f"; passing {base['passing']} vs {other['passing']}")
+    for name, common in common_ttfm(tallies).items():
+        lines.append(f"{base['engine']} / {name} on the {common['records']} records both compiled: "
+                     + ", ".join(f"ttfm {q} {_ratio(common[f'ttfm_us {q}'], 1.0)}" for q in ("p50", "p90", "p99")))
     for r in rows:
         jf, mem = r.get("jump_forward"), r.get("memory_kib")
         if jf:
@@ -284,6 +289,24 @@ def ratios(tallies: list[EngineTally]) -> dict[str, dict[str, float | None]]:
         for key, q in RATIOS:
             a, b = rows[0][key].get(q), other[key].get(q)
             out[other["engine"]][f"{key} {q}"] = a / b if a and b else None
+    return out
+
+
+def common_ttfm(tallies: list[EngineTally]) -> dict[str, dict[str, float | None]]:
+    """banister's (the first engine's) time to first mask over each peer's on the records both compiled:
+    ``{peer: {"records": n, "ttfm_us p50": ratio, ...}}``. Each engine's own percentiles are over the
+    records *it* compiled, so an engine that refuses the harder schemas looks faster there; this
+    compares the same schemas."""
+    base = tallies[0].ttfm_by_record
+    out: dict[str, dict[str, float | None]] = {}
+    for other in tallies[1:]:
+        shared = [rid for rid in base if rid in other.ttfm_by_record]
+        mine = _percentiles([base[rid] for rid in shared], (50, 90, 99))
+        theirs = _percentiles([other.ttfm_by_record[rid] for rid in shared], (50, 90, 99))
+        out[other.name] = {"records": len(shared)}
+        for q in ("p50", "p90", "p99"):
+            a, b = mine.get(q), theirs.get(q)
+            out[other.name][f"ttfm_us {q}"] = a / b if a and b else None
     return out
 
 
@@ -324,6 +347,6 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
         with open(json_out, "w") as fh:
             json.dump({"tokenizer": tokenizer, "data": data, "split": split, "limit": limit, "sample": sample,
                        "seed": seed, "records": len(records), "engines": [t.summary() for t in tallies],
-                       "ratios": ratios(tallies)}, fh, indent=1)
+                       "ratios": ratios(tallies), "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
     return 0
 
