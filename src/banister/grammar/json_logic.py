@@ -451,7 +451,8 @@ def merge_obj(a: ObjTerm, b: ObjTerm) -> ObjTerm:
 
 
 def merge(a: Shape, b: Shape) -> Shape:
-    """The intersection of two shapes."""
+    """The intersection of two shapes (the other one itself when a side is ``ANY`` or both are the same;
+    the ``merge_*`` of terms do the same with the unconstrained terms)."""
     if b is ANY or b is a:
         return a
     if a is ANY:
