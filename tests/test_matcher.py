@@ -181,9 +181,12 @@ def test_masks_overwrite_whatever_the_row_held(named, compilers):
         for token in tokens + [None]:
             fresh = allocate_token_bitmask(1, named.vocab.vocab_size)
             dirty = np.full((1, fresh.shape[1] + 3), -1, dtype=fresh.dtype)
+            short = np.full((1, fresh.shape[1] // 2), -1, dtype=fresh.dtype)  # gets the words it has
             matcher.fill_next_token_bitmask(fresh)
             matcher.fill_next_token_bitmask(dirty)
+            matcher.fill_next_token_bitmask(short)
             assert np.array_equal(dirty[0, : fresh.shape[1]], fresh[0]) and not dirty[0, fresh.shape[1]:].any()
+            assert np.array_equal(short[0], fresh[0, : short.shape[1]])
             if token is not None:
                 assert matcher.accept_token(token)
 

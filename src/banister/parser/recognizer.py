@@ -158,7 +158,10 @@ class GrammarAutomaton:
         return bytes(out)
 
     def token_mask(self, state: GrammarState) -> np.ndarray:
-        parts, _ = self._sets(state)
+        return self._mask(self._sets(state)[0])
+
+    def _mask(self, parts: tuple) -> np.ndarray:
+        """The union of token sets ``parts`` as bitmask words (a cached array when there is one set)."""
         if not parts:
             return self._no_tokens
         if len(parts) == 1 and parts[0][0] is None:
@@ -179,7 +182,7 @@ class GrammarAutomaton:
         words = self._words
         parts, accepting = self._sets(state)
         if row.shape[0] < words:
-            row[:] = self.token_mask(state)[: row.shape[0]]
+            row[:] = self._mask(parts)[: row.shape[0]]
             return accepting
         if len(parts) == 1 and parts[0][0] is None:
             row[:words] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
@@ -359,7 +362,7 @@ class GrammarAutomaton:
                 scratch = _scratch(self._words)
                 try:
                     nodes, touched = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots,
-                                                    scratch)
+                                                 scratch)
                 except BaseException:
                     scratch.fill(0)
                     raise
@@ -400,7 +403,7 @@ class GrammarAutomaton:
                     _clear(scratch, first)
             roots = by_first.nodes[differing]
             nodes, _ = walk_tokens(self.vocab, dfa.transitions, dfa.accepting, state, roots[roots >= 0], scratch,
-                                      include_roots=True)
+                                   include_roots=True)
         except BaseException:
             scratch.fill(0)
             raise
@@ -535,7 +538,7 @@ class _FirstBytes:
             scratch = _scratch(n_words)
             if node[0] >= 0:
                 _, touched = walk_tokens(vocab, _ANY_BYTES, _ANY_BYTES_ACCEPTING, 1, node, scratch,
-                                            include_roots=True)
+                                         include_roots=True)
                 self._tokens[byte] = _take(scratch, touched)
             else:
                 self._tokens[byte] = None
