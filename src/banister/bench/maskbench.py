@@ -260,7 +260,7 @@ def format_table(tallies: list[EngineTally]) -> str:
                      + f"; passing {base['passing']} vs {other['passing']}")
     for name, common in common_ttfm(tallies).items():
         lines.append(f"{base['engine']} / {name} on the {common['records']} records both compiled: "
-                     + ", ".join(f"ttfm {q} {_ratio(common[f'ttfm_us {q}'], 1.0)}" for q in ("p50", "p90", "p99")))
+                     + ", ".join(f"ttfm {q} {_times(common[f'ttfm_us {q}'])}" for q in ("p50", "p90", "p99")))
     for r in rows:
         jf, mem = r.get("jump_forward"), r.get("memory_kib")
         if jf:
@@ -287,8 +287,7 @@ def ratios(tallies: list[EngineTally]) -> dict[str, dict[str, float | None]]:
     for other in rows[1:]:
         out[other["engine"]] = {}
         for key, q in RATIOS:
-            a, b = rows[0][key].get(q), other[key].get(q)
-            out[other["engine"]][f"{key} {q}"] = a / b if a and b else None
+            out[other["engine"]][f"{key} {q}"] = _over(rows[0][key].get(q), other[key].get(q))
     return out
 
 
@@ -305,16 +304,21 @@ def common_ttfm(tallies: list[EngineTally]) -> dict[str, dict[str, float | None]
         theirs = _percentiles([other.ttfm_by_record[rid] for rid in shared], (50, 90, 99))
         out[other.name] = {"records": len(shared)}
         for q in ("p50", "p90", "p99"):
-            a, b = mine.get(q), theirs.get(q)
-            out[other.name][f"ttfm_us {q}"] = a / b if a and b else None
+            out[other.name][f"ttfm_us {q}"] = _over(mine.get(q), theirs.get(q))
     return out
 
 
+def _over(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or None when either is missing or zero."""
+    return a / b if a and b else None
+
+
 def _ratio(a: float | None, b: float | None) -> str:
-    if not a or not b:
-        return "n/a"
-    r = a / b
-    return f"{r:.3g}x"
+    return _times(_over(a, b))
+
+
+def _times(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:.3g}x"
 
 
 def _cell(value: Any) -> str:
