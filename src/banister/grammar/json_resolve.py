@@ -81,7 +81,7 @@ class Document:
 
     def __init__(self, root: Any, draft: str) -> None:
         self.root = root
-        self._info: dict[str, tuple[str, str]] = {}
+        self._info: dict[str, tuple[Any, str, str]] = {}  # pointer -> (schema, base, draft), as indexed
         self._resources: dict[str, str] = {}
         self._anchors: dict[str, str] = {}
         self._index(root, draft)
@@ -92,7 +92,7 @@ class Document:
         while stack:
             node, pointer, base, draft = stack.pop()
             if not isinstance(node, dict):
-                self._info.setdefault(pointer, (base, draft))
+                self._info.setdefault(pointer, (node, base, draft))
                 continue
             if pointer and isinstance(node.get("$schema"), str) and self._id_of(node, draft) is not None:
                 draft = draft_of(node, draft)
@@ -110,7 +110,7 @@ class Document:
             dynamic = node.get("$dynamicAnchor")
             if isinstance(dynamic, str):
                 self._anchors.setdefault(f"{urldefrag(base).url}#{dynamic}", pointer)
-            self._info[pointer] = (base, draft)
+            self._info[pointer] = (node, base, draft)
             if _SUBSCHEMA_KEYS.isdisjoint(node):  # a leaf (most nodes): no keyword to look into
                 continue
             for key in _ONE:
@@ -138,6 +138,9 @@ class Document:
 
     def location(self, pointer: str) -> Location:
         """The schema at ``pointer`` (SchemaError if there is none)."""
+        found = self._info.get(pointer)
+        if found is not None:
+            return Location(found[0], pointer, found[1], found[2])
         node = self.root
         tokens = pointer.split("/")[1:] if pointer else []
         for i, raw in enumerate(tokens):
@@ -149,15 +152,13 @@ class Document:
             else:
                 where = "/" + "/".join(tokens[:i])
                 raise SchemaError(f"$ref target {pointer!r} does not exist", where if i else "", "$ref")
-        found = self._info.get(pointer)
-        if found is None:
-            # A location the index did not walk (under an unknown keyword): inherit from the nearest parent.
-            parent = pointer
-            while found is None and parent:
-                parent = parent.rsplit("/", 1)[0]
-                found = self._info.get(parent)
-            found = found or (_ROOT_BASE, "2020-12")
-        return Location(node, pointer, found[0], found[1])
+        # A location the index did not walk (under an unknown keyword): inherit from the nearest parent.
+        parent = pointer
+        while found is None and parent:
+            parent = parent.rsplit("/", 1)[0]
+            found = self._info.get(parent)
+        _, base, draft = found or (None, _ROOT_BASE, "2020-12")
+        return Location(node, pointer, base, draft)
 
     def resolve(self, ref: str, at: Location) -> Location:
         """The target of ``$ref`` (or ``$dynamicRef`` resolved statically) written at ``at``."""
