@@ -231,6 +231,43 @@ def test_front_end_offers_the_key_exclusion_builder():
     assert plain_names(names) and not plain_names(["a/b"]) and not plain_names(["é"])
     direct = _keys_except_dfa(tuple(names), '"' + ANY_CHAR + '*"', 10_000)
     assert np.array_equal(lexeme_dfa(pattern, 10_000).transitions, direct.transitions)  # the builder's, not the regex's
+    assert direct.n_states <= _builders[pattern][1]  # the offer's bound holds
+
+
+def test_a_grammar_builds_offered_and_finite_lexemes_only_when_a_mask_needs_them(gpt2):
+    from banister.compiler import CompiledGrammar
+    from banister.grammar.json_schema import json_schema_to_grammar
+    from banister.parser import lexer
+    from banister.matcher import Matcher
+    from banister.parser.recognizer import GrammarAutomaton
+
+    names = [f"offered_{i}" for i in range(5)]
+    inner = {"type": "object", "properties": {n: {"enum": ["red", "green", f"blue_{i}"]} for i, n in enumerate(names)}}
+    schema = {"type": "object", "properties": {"inner": inner}}  # the first mask reads into the root's keys only
+    grammar = json_schema_to_grammar(schema)
+    keys = json_keys_except(names)
+    enum = next(lex.pattern for lex in grammar.lexemes if "blue_0" in lex.pattern)
+    assert keys in lexer._builders and lexer.finite_language(enum) is not None
+    automaton = GrammarAutomaton(grammar, gpt2.vocab)
+    assert not lexer.lexeme_is_empty(keys, 10_000) and not lexer.lexeme_is_empty(enum, 10_000)
+
+    def built_before(pattern: str, max_states: int) -> bool:
+        misses = lexer.lexeme_dfa.cache_info().misses
+        lexer.lexeme_dfa(pattern, max_states)
+        return lexer.lexeme_dfa.cache_info().misses == misses
+
+    assert not built_before(keys, 10_000) and not built_before(enum, 10_000)  # built only on request
+    with pytest.raises(LimitError):  # a finite language too big for the limit is built (and so checked) at once
+        lexer.lexeme_is_empty(enum, 4)
+    matcher = Matcher(CompiledGrammar(automaton, "json_schema", "", 0.0))
+    bitmask = np.zeros((1, (gpt2.vocab.vocab_size + 31) // 32), dtype=np.int32)
+    for piece in ['{"', "inner", '": {"', "offered_0", '": "', "blue_0", '", "', "other", '": 1', "}}"]:
+        matcher.fill_next_token_bitmask(bitmask)  # builds the DFAs this step's lexemes need
+        first = gpt2.encode(piece)[0]
+        assert bitmask[0, first >> 5] >> (first & 31) & 1, piece
+        assert matcher.accept_string(piece), piece
+    assert matcher.is_accepting()
+    assert lexer.lexeme_dfa(keys, 10_000).n_states <= lexer._builders[keys][1]
 
 
 LOOP_PATTERNS = [

@@ -216,6 +216,12 @@ def _text_edges(dfa: CharDFA) -> list[list[tuple[Ranges, int]]]:
     return rows
 
 
+@functools.lru_cache(maxsize=16)
+def _string_states(any_string: str) -> int:
+    """The states of the DFA of ``any_string`` (any JSON string; a few dozen)."""
+    return lexeme_dfa(any_string, 1 << 16).n_states
+
+
 def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -> LexemeDFA:
     """The DFA of ``json_keys_except(names)`` for plain names (:func:`plain_names`), without the regex
     compiler: the trie of the names grafted onto the DFA of ``any_string`` (any JSON string). A trie
@@ -843,7 +849,8 @@ class JsonGrammarBuilder:
                 return []
             pattern = json_keys_except(names)
             if plain_names(names):
-                offer_builder(pattern, functools.partial(_keys_except_dfa, tuple(names), self.string.pattern))
+                offer_builder(pattern, functools.partial(_keys_except_dfa, tuple(names), self.string.pattern),
+                              _string_states(self.string.pattern) + sum(map(len, names)) + 2)
             return [(self.r.add("extra", [(self._lex(pattern), self.colon, value)]), 0)]
         keysets = [keys for keys, _ in rules] + [keys for keys, _, _ in t.exists]
         components = [self._keyset_dfa(keys) for keys in keysets]

@@ -101,17 +101,19 @@ def prefix_trie(texts: Iterable[bytes]) -> tuple[dict[bytes, int], list[int], li
     return node, parents, labels
 
 
-_builders: OrderedDict[str, Callable[[int], LexemeDFA]] = OrderedDict()
+_builders: OrderedDict[str, tuple[Callable[[int], LexemeDFA], int]] = OrderedDict()
 _builders_lock = threading.Lock()
 MAX_LEXEME_BUILDERS = 4096
 
 
-def offer_builder(pattern: str, build: Callable[[int], LexemeDFA]) -> None:
+def offer_builder(pattern: str, build: Callable[[int], LexemeDFA], states: int) -> None:
     """Let :func:`lexeme_dfa` build ``pattern``'s DFA with ``build(max_states)`` instead of the regex
     compiler: a front end that knows the automaton behind a long regex hands it over this way. The
-    pattern stays the definition (tests compare the two); the most recent offers are kept."""
+    offer says the language is not empty and ``build`` makes at most ``states`` states, so a grammar
+    need not build it to learn either (:func:`lexeme_is_empty`). The pattern stays the definition
+    (tests compare the two); the most recent offers are kept."""
     with _builders_lock:
-        _builders[pattern] = build
+        _builders[pattern] = (build, states)
         _builders.move_to_end(pattern)
         while len(_builders) > MAX_LEXEME_BUILDERS:
             _builders.popitem(last=False)
@@ -130,9 +132,9 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     if data is not None and len(data) + 2 <= max_states:
         return LexemeDFA.literal(data)
     with _builders_lock:
-        build = _builders.get(pattern)
-    if build is not None:
-        built = build(max_states)
+        offer = _builders.get(pattern)
+    if offer is not None:
+        built = offer[0](max_states)
         if built.n_states <= max_states:
             return built
     texts = finite_language(pattern)
@@ -150,11 +152,21 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
 
 
 def lexeme_is_empty(pattern: str, max_states: int) -> bool:
-    """Whether a lexeme matches nothing; a literal is answered without building its DFA (a grammar
-    asks it of every lexeme when it is compiled, and builds a lexeme's DFA when a mask first needs it)."""
+    """Whether a lexeme matches nothing. A grammar asks it of every lexeme when it is compiled and
+    builds a lexeme's DFA only when a mask first needs it: a literal, a short finite language and a
+    pattern offered with a builder are answered without building their DFA (each is known to fit in
+    ``max_states``, so building it later cannot fail); any other pattern is built now, so a DFA that
+    is too big fails at compile time."""
     data = _literal_bytes(pattern)
     if data is not None and len(data) + 2 <= max_states:
         return False
+    with _builders_lock:
+        offer = _builders.get(pattern)
+    if offer is not None and offer[1] <= max_states:
+        return False
+    texts = finite_language(pattern)
+    if texts is not None and sum(map(len, texts)) + 2 <= max_states:
+        return not texts
     return lexeme_dfa(pattern, max_states).start == DEAD
 
 
