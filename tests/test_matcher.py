@@ -169,6 +169,17 @@ def test_compiler_caches_by_specification(compilers):
     assert compilers.choice(["a", "b"]) is compilers.choice(["a", "b"])
 
 
+def test_schemas_that_differ_only_in_key_order_are_cached_apart(compilers):
+    """Declared properties are written in schema order: the order is part of the specification."""
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+          "required": ["a", "b"], "additionalProperties": False}
+    ba = {**ab, "properties": dict(reversed(ab["properties"].items()))}
+    assert compilers.json_schema(ab) is compilers.json_schema(dict(ab))
+    assert Matcher(compilers.json_schema(ab)).status('{"a":1,"b":2}') == "complete"
+    assert Matcher(compilers.json_schema(ba)).status('{"b":1,"a":2}') == "complete"
+    assert Matcher(compilers.json_schema(ba)).status('{"a":1,"b":2}') == "dead"
+
+
 def test_masks_overwrite_whatever_the_row_held(named, compilers):
     """A grammar writes every word of the row (no clearing first): a row full of ones and a fresh one
     get the same mask, at new states and at states seen before (the memoised, merged path)."""

@@ -348,6 +348,16 @@ def test_compiler_caches_structural_tags(compiler):
     assert _compile(compiler) is not _compile(compiler, at_least_one=True)
 
 
+def test_tags_whose_schemas_differ_in_key_order_keep_their_own_order(compiler):
+    props = {"a": {"type": "integer"}, "b": {"type": "integer"}}
+    tags = [Tag(f"<{n}>", f"</{n}>", schema={"type": "object", "properties": p, "required": ["a", "b"],
+                                               "additionalProperties": False})
+            for n, p in (("x", props), ("y", dict(reversed(props.items()))))]
+    compiled = compiler.structural_tag(tags)
+    assert _accepts(compiled, '<x>{"a":1,"b":2}</x><y>{"b":1,"a":2}</y>')
+    assert not _accepts(compiled, '<y>{"a":1,"b":2}</y>')
+
+
 def test_a_trigger_no_tag_uses_is_forbidden(compiler):
     compiled = compiler.structural_tag([Tag("<a>", "</a>", schema={"type": "integer"})], triggers=["<a>", "STOP"])
     assert _accepts(compiled, "x <a>1</a> y") and not _accepts(compiled, "x STOP y")

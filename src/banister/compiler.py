@@ -113,7 +113,8 @@ class Compiler:
         """
         from banister.grammar.json_schema import json_schema_to_grammar
 
-        text = schema if isinstance(schema, str) else json.dumps(schema, sort_keys=True)
+        # Not sort_keys: the order of a schema's properties is the order the output writes them.
+        text = schema if isinstance(schema, str) else json.dumps(schema)
         key = text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
         return self._cached("json_schema", key, lambda: self._grammar_automaton(json_schema_to_grammar(schema, **options)))
 

@@ -73,7 +73,7 @@ class Tag:
             return "grammar:" + repr(self.grammar)
         if isinstance(self.schema, str):
             return "schema-text:" + self.schema
-        return "schema:" + json.dumps(self.schema, sort_keys=True, default=repr)
+        return "schema:" + json.dumps(self.schema, default=repr)  # in key order: it orders the output
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tag) and self.key() == other.key()
