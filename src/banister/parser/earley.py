@@ -10,7 +10,7 @@ each lexeme the parser expects leads somewhere acceptance is reachable.
 from __future__ import annotations
 
 from banister.errors import GrammarError, LimitError
-from banister.grammar.ir import Grammar, Lexeme, Ref
+from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol
 
 _DOT_BITS = 20
 _DOT_MASK = (1 << _DOT_BITS) - 1
@@ -232,18 +232,16 @@ def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
     is its index, lexeme ``j`` is ``-1 - j``; the last rule is the augmented start ``S' -> start``.
     A trimmed grammar (its front end removed them already) is only encoded."""
     all_names = list(grammar.rules)
-    rule_id = {name: i for i, name in enumerate(all_names)}
     all_lexemes = grammar.lexemes
-    lexeme_id = {lex: j for j, lex in enumerate(all_lexemes)}
-    encoded = [
-        [tuple(rule_id[s.name] if type(s) is Ref else -1 - lexeme_id[s] for s in alt) for alt in alternatives]
-        for alternatives in grammar.rules.values()
-    ]
-    start = rule_id[grammar.start]
+    code: dict[Symbol, int] = {Ref(name): i for i, name in enumerate(all_names)}
+    code.update((lex, -1 - j) for j, lex in enumerate(all_lexemes))  # a Ref and a Lexeme never compare equal
+    number = code.__getitem__
+    encoded = [[tuple(map(number, alt)) for alt in alternatives] for alternatives in grammar.rules.values()]
+    start = code[Ref(grammar.start)]
     if grammar.trimmed and not empty_lexemes:
         encoded.append([(start,)])
         return encoded, all_lexemes, all_names
-    empty = frozenset(-1 - lexeme_id[lex] for lex in empty_lexemes if lex in lexeme_id)
+    empty = frozenset(code[lex] for lex in empty_lexemes if lex in code)
     productive = _least_rules(encoded, empty)
     if start not in productive:
         raise GrammarError(f"the start rule {grammar.start!r} derives no text at all")
