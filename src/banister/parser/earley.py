@@ -9,6 +9,8 @@ each lexeme the parser expects leads somewhere acceptance is reachable.
 
 from __future__ import annotations
 
+import itertools
+
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol
 
@@ -45,7 +47,9 @@ class EarleyTables:
         start_id = len(names)  # the augmented start S' -> start, last
         self.start_nt = start_id
         self.start_done = self.alt_starts[start_id][0] + 1  # S' -> start .
-        self.nullable = _least_rules(rules_int, ())
+        # Only a rule with an empty alternative starts the nullable set (JSON grammars have none).
+        has_empty = not all(map(len, itertools.chain.from_iterable(rules_int)))
+        self.nullable = _least_rules(rules_int, ()) if has_empty else frozenset()
         self.rule_names = names + ["<start>"]
         self._predicts: dict[int, frozenset[int]] = {}
 
