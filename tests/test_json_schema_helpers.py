@@ -155,3 +155,33 @@ class Reorder:
                 out_list.append(self(item, subs))
             return out_list
         return value
+
+
+def test_productive_rules_match_the_plain_fixpoint():
+    """The builder's worklist (rules with an all-lexeme alternative first) against the textbook
+    fixpoint, on random small grammars with cycles, undefined-free references and empty rules."""
+    import random
+
+    from banister.grammar.ir import Lexeme, Ref
+    from banister.grammar.json_build import _productive
+
+    def fixpoint(rules: dict) -> tuple[set[str], bool]:
+        found: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for name, alts in rules.items():
+                if name not in found and any(all(type(s) is Lexeme or s.name in found for s in a) for a in alts):
+                    found.add(name)
+                    grew = True
+        return found, len(found) == len(rules)
+
+    rng = random.Random(0)
+    for _ in range(5000):
+        names = [f"r{i}" for i in range(rng.randint(1, 6))]
+        rules = {
+            name: [tuple(rng.choice([Lexeme("a"), Ref(rng.choice(names))]) for _ in range(rng.randint(0, 3)))
+                   for _ in range(rng.randint(0, 3))]
+            for name in names
+        }
+        assert _productive(rules) == fixpoint(rules), rules
