@@ -58,28 +58,21 @@ class Grammar:
     def __post_init__(self) -> None:
         if self.start not in self.rules:
             raise GrammarError(f"start rule {self.start!r} is not defined")
+        seen: dict[Lexeme, None] = {}
         rules = self.rules
-        alternatives = list(itertools.chain.from_iterable(rules.values()))
-        try:
-            symbols = dict.fromkeys(itertools.chain.from_iterable(alternatives))  # distinct, in order of use
-        except TypeError:  # an unhashable symbol
-            symbols = None
-        if symbols is None or any(type(s) is not Lexeme and (type(s) is not Ref or s.name not in rules)
-                                  for s in symbols):
-            raise self._symbol_error()
-        object.__setattr__(self, "lexemes", tuple(sym for sym in symbols if type(sym) is Lexeme))
-        object.__setattr__(self, "size", sum(map(len, alternatives)) + len(alternatives))
-
-    def _symbol_error(self) -> GrammarError:
-        """The error naming the first symbol that is neither a Lexeme nor a Ref to a defined rule."""
-        for name, alternatives in self.rules.items():
+        size = 0
+        for name, alternatives in rules.items():
             for alt in alternatives:
+                size += len(alt) + 1
                 for sym in alt:
-                    if type(sym) is Ref and sym.name not in self.rules:
-                        return GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
-                    if type(sym) not in (Lexeme, Ref):
-                        return GrammarError(f"rule {name!r} holds {sym!r}, which is neither a Lexeme nor a Ref")
-        return GrammarError("the grammar holds a symbol that is neither a Lexeme nor a Ref")
+                    if type(sym) is Lexeme:
+                        seen.setdefault(sym)
+                    elif type(sym) is not Ref:
+                        raise GrammarError(f"rule {name!r} holds {sym!r}, which is neither a Lexeme nor a Ref")
+                    elif sym.name not in rules:
+                        raise GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
+        object.__setattr__(self, "lexemes", tuple(seen))
+        object.__setattr__(self, "size", size)
 
 
 class GrammarBuilder:

@@ -265,24 +265,18 @@ def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x
 
 
 def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
-    """The rules that derive some text, and whether all do (then every alternative does too, as every
-    reference is to a defined rule: there is nothing to remove). A rule with an alternative of lexemes
-    alone derives text; the others wait in a worklist, each alternative for its references."""
-    productive = {name for name, alts in rules.items() if any(Ref not in map(type, alt) for alt in alts)}
-    if len(productive) == len(rules):
-        return productive, True
+    """The rules that derive some text (a worklist over alternatives, each waiting for its references),
+    and whether every alternative of every rule does (then there is nothing to remove)."""
     users: dict[str, list[int]] = {}
     missing: list[int] = []
     owner: list[str] = []
     ready: list[str] = []
     for name, alts in rules.items():
-        if name in productive:
-            continue
         for alt in alts:
-            refs = [s.name for s in alt if type(s) is Ref and s.name not in productive]
+            refs = [s.name for s in alt if type(s) is Ref]
             if not refs:
                 ready.append(name)
-                break
+                continue
             key = len(missing)
             missing.append(len(refs))
             owner.append(name)
@@ -292,6 +286,7 @@ def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
                     users[r] = [key]
                 else:
                     found.append(key)
+    productive: set[str] = set()
     while ready:
         name = ready.pop()
         if name in productive:
@@ -301,7 +296,7 @@ def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
             missing[key] -= 1
             if missing[key] == 0:
                 ready.append(owner[key])
-    return productive, len(productive) == len(rules)
+    return productive, len(productive) == len(rules) and not any(missing)
 
 
 class JsonGrammarBuilder:
