@@ -12,28 +12,29 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 from banister.errors import GrammarError
 
 
-@dataclass(frozen=True)
-class Lexeme:
-    """A terminal: a regex (banister syntax, whole-match) over the text."""
+class Lexeme(NamedTuple):
+    """A terminal: a regex (banister syntax, whole-match) over the text.
+
+    Symbols are named tuples: grammars are built, checked and numbered by hashing and comparing
+    millions of them, and a tuple does both in C."""
 
     pattern: str
 
-    def __hash__(self) -> int:  # the pattern's (cached by the string), not a tuple's built per call
-        return hash(self.pattern)
 
-
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
     """A nonterminal reference."""
 
     name: str
+    kind: Literal["ref"] = "ref"
+    """Always ``"ref"``: tells ``Ref(x)`` from ``Lexeme(x)`` (tuples compare item by item)."""
 
-    def __hash__(self) -> int:
-        return hash(self.name)
+    def __repr__(self) -> str:
+        return f"Ref(name={self.name!r})"
 
 
 Symbol = Lexeme | Ref
