@@ -155,8 +155,9 @@ def lexeme_is_empty(pattern: str, max_states: int) -> bool:
     """Whether a lexeme matches nothing. A grammar asks it of every lexeme when it is compiled and
     builds a lexeme's DFA only when a mask first needs it: a literal, a short finite language and a
     pattern offered with a builder are answered without building their DFA (each is known to fit in
-    ``max_states``, so building it later cannot fail); any other pattern is built now, so a DFA that
-    is too big fails at compile time."""
+    ``max_states``); any other pattern is built now, so a DFA that is too big fails at compile time.
+    (An offer pushed out of the bounded table, ``MAX_LEXEME_BUILDERS``, before a mask needs its DFA
+    leaves it to the regex compiler: the same language, built more slowly.)"""
     data = _literal_bytes(pattern)
     if data is not None and len(data) + 2 <= max_states:
         return False
