@@ -237,8 +237,8 @@ def test_front_end_offers_the_key_exclusion_builder():
 def test_a_grammar_builds_offered_and_finite_lexemes_only_when_a_mask_needs_them(gpt2):
     from banister.compiler import CompiledGrammar
     from banister.grammar.json_schema import json_schema_to_grammar
-    from banister.parser import lexer
     from banister.matcher import Matcher
+    from banister.parser import lexer
     from banister.parser.recognizer import GrammarAutomaton
 
     names = [f"offered_{i}" for i in range(5)]
