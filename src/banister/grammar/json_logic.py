@@ -828,7 +828,7 @@ class Logic:
         return Shape(
             shape.types,
             shape.boolean,
-            shape.number if num is _DEFAULT_NUM or num == _DEFAULT_NUM else merge_num(shape.number, num),
+            merge_num(shape.number, num),  # _number_term gives the shared unconstrained term or a constraint
             shape.string if string is _DEFAULT_STR or string == _DEFAULT_STR else merge_str(shape.string, string),
             shape.array
             if array == _DEFAULT_ARR and array.evaluated == _DEFAULT_ARR.evaluated
