@@ -156,3 +156,22 @@ def test_broken_json_is_dead(llama_json):
 def test_a_grammar_symbol_of_another_type_is_a_typed_error():
     with pytest.raises(GrammarError, match="neither a Lexeme nor a Ref"):
         Grammar({"s": ((Lexeme("a"), "b"),)}, "s")
+
+
+@given(st.lists(st.dictionaries(st.integers(0, 63), st.integers(1, 2**32 - 1), min_size=1, max_size=12),
+                min_size=2, max_size=5))
+def test_unions_of_token_sets_match_their_bitwise_or(sets):
+    """However token sets are merged (word by word when few, through a whole bitmask otherwise), the
+    result is the OR of their words, kept sparse with its indices in order."""
+    from banister.parser.recognizer import _apply, _union
+
+    parts = [(np.array(sorted(s), dtype=np.intp), np.array([s[i] for i in sorted(s)], dtype=np.uint32))
+             for s in sets]
+    expected = np.zeros(64, dtype=np.uint32)
+    for part in parts:
+        _apply(expected, part)
+    index, words = _union(parts, 64 * 16)  # bitmasks long enough that every union stays sparse
+    assert np.all(np.diff(index) > 0)
+    got = np.zeros(64, dtype=np.uint32)
+    got[index] = words
+    assert np.array_equal(got, expected) and np.count_nonzero(words) == words.size

@@ -80,9 +80,11 @@ class GrammarAutomaton:
         self._no_tokens = np.zeros(self._words, dtype=np.uint32)
         self._no_tokens.setflags(write=False)
         self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
-        # The first mask, which every request needs, is computed now (memoised on the initial state):
-        # a context that is too big fails at compile time, and no request pays it.
-        self._sets(self.initial)
+        # The first mask's token sets, which every request needs, are computed now (memoised on the
+        # initial parse state): a context that is too big fails at compile time, and no request pays
+        # it. The state itself is not entered in the state memo, so the first request's mask ORs those
+        # sets and only a second request's merges them (see _sets).
+        self._parts(self._branches(self.initial))
 
     # -- lexer contexts ---------------------------------------------------------------------------------
 
@@ -208,7 +210,7 @@ class GrammarAutomaton:
                 masks.clear()
             found = masks[state] = (tuple(self._parts(branches)), accepting)
         elif len(found[0]) > 1 and self._merged_bytes < MAX_MERGED_BYTES:
-            merged = self._union(list(found[0]))
+            merged = _union(list(found[0]), self._words)
             self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
             found = masks[state] = ((merged,), found[1])
         return found
@@ -321,7 +323,7 @@ class GrammarAutomaton:
             if crossings.size:
                 nodes.append(crossings)
                 crossing_lexemes.append(i)
-        tokens = self._union(merged)
+        tokens = _union(merged, self._words)
         if not nodes:
             return (tokens, ())
         if len(nodes) == 1:
@@ -340,14 +342,6 @@ class GrammarAutomaton:
         lookup = {k: ctx.accept_set_id(frozenset(crossing_lexemes[b] for b in bs)) for k, bs in owners.items()}
         aids = np.fromiter((lookup[k] for k in keys), dtype=np.int32, count=len(keys))
         return self._grouped(tokens, unique_nodes.astype(np.int32), aids)
-
-    def _union(self, parts: list) -> Tokens:
-        if len(parts) <= 1:
-            return parts[0] if parts else None
-        scratch = _scratch(self._words)
-        for part in parts:
-            _apply(scratch, part)
-        return _take(scratch)
 
     def _lexeme_walk(self, pattern: str, state: int, roots: np.ndarray, roots_key: bytes
                      ) -> tuple[Tokens, np.ndarray]:
@@ -493,6 +487,37 @@ def _take(scratch: np.ndarray, touched: np.ndarray | None = None) -> Tokens:
     index = index.astype(np.intp)  # a copy: the caller's buffer is not kept
     values = scratch[index]
     scratch[index] = 0
+    index.setflags(write=False)
+    values.setflags(write=False)
+    return index, values
+
+
+def _union(parts: list, n_words: int) -> Tokens:
+    """The union of token sets ``parts`` over bitmasks of ``n_words`` words."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    if all(index is not None for index, _ in parts) and sum(index.size for index, _ in parts) <= _SMALL_UNION:
+        return _small_union(parts)
+    scratch = _scratch(n_words)
+    for part in parts:
+        _apply(scratch, part)
+    return _take(scratch)
+
+
+_SMALL_UNION = 32
+"""Sparse token sets with at most this many words in all are merged word by word in Python: faster than
+ORing them into a whole bitmask and searching it for its non-zero words."""
+
+
+def _small_union(parts: list) -> Tokens:
+    """The union of sparse token sets ``parts`` (few words in all), as a sparse token set."""
+    merged: dict[int, int] = {}
+    for index, words in parts:
+        for i, word in zip(index.tolist(), words.tolist()):
+            merged[i] = merged.get(i, 0) | word
+    order = sorted(merged)
+    index = np.array(order, dtype=np.intp)
+    values = np.array([merged[i] for i in order], dtype=np.uint32)
     index.setflags(write=False)
     values.setflags(write=False)
     return index, values
