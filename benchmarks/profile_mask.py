@@ -188,7 +188,7 @@ def _wrap_for_breakdown(excl: dict[str, float], calls: dict[str, int]) -> None:
         return timed
 
     ga = recognizer.GrammarAutomaton
-    for name in ["_collect", "_walk", "_walk_by_lexeme", "_lexeme_walk", "_scan", "context", "_branches",
+    for name in ["_collect", "_walk", "_walk_from_loop", "_lexeme_walk", "_scan", "context", "_branches",
                  "_parts", "fill_mask", "_union"]:
         setattr(ga, name, wrap(f"recognizer.{name}", getattr(ga, name)))
     ga._grouped = staticmethod(wrap("recognizer._grouped", ga._grouped))
