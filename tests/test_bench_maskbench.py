@@ -99,3 +99,20 @@ def test_time_to_first_mask_is_also_compared_on_the_records_both_engines_compile
     common = common_ttfm([mine, theirs])["peer"]
     assert common["records"] == 2
     assert common["ttfm_us p50"] == pytest.approx(150.0 / 75.0)
+
+
+def test_profile_mask_breakdown_times_the_mask_path():
+    """benchmarks/profile_mask.py --breakdown wraps the recogniser's methods by name: it runs, and
+    charges time to them (a renamed method would fail it at start)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    script = Path(__file__).parent.parent / "benchmarks" / "profile_mask.py"
+    done = subprocess.run([sys.executable, str(script), "--data", str(MASKBENCH_DEV), "--limit", "4", "--breakdown"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "records 4 passing 4" in done.stdout
+    assert "recognizer._collect" in done.stdout and "walk_tokens" in done.stdout
