@@ -158,20 +158,32 @@ def test_a_grammar_symbol_of_another_type_is_a_typed_error():
         Grammar({"s": ((Lexeme("a"), "b"),)}, "s")
 
 
-@given(st.lists(st.dictionaries(st.integers(0, 63), st.integers(1, 2**32 - 1), min_size=1, max_size=12),
-                min_size=2, max_size=5))
+@given(st.lists(st.tuples(st.booleans(), st.dictionaries(st.integers(0, 1023), st.integers(1, 2**32 - 1),
+                                                      min_size=1, max_size=12)), min_size=2, max_size=5))
 def test_unions_of_token_sets_match_their_bitwise_or(sets):
-    """However token sets are merged (word by word when few, through a whole bitmask otherwise), the
-    result is the OR of their words, kept sparse with its indices in order."""
+    """However token sets are merged (word by word when few, into a copy of a dense one, through a whole
+    bitmask otherwise), the result is the OR of their words; it is dense when a part is, and a sparse
+    result lists its non-zero words in order."""
     from banister.parser.recognizer import _apply, _union
 
-    parts = [(np.array(sorted(s), dtype=np.intp), np.array([s[i] for i in sorted(s)], dtype=np.uint32))
-             for s in sets]
-    expected = np.zeros(64, dtype=np.uint32)
+    n_words = 1024
+    parts = []
+    for dense, words in sets:
+        if dense:  # every word set: as dense as a set gets
+            full = np.array([words.get(i, 1 + i) for i in range(n_words)], dtype=np.uint32)
+            parts.append((None, full))
+        else:
+            parts.append((np.array(sorted(words), dtype=np.intp),
+                          np.array([words[i] for i in sorted(words)], dtype=np.uint32)))
+    expected = np.zeros(n_words, dtype=np.uint32)
     for part in parts:
         _apply(expected, part)
-    index, words = _union(parts, 64 * 16)  # bitmasks long enough that every union stays sparse
-    assert np.all(np.diff(index) > 0)
-    got = np.zeros(64, dtype=np.uint32)
-    got[index] = words
-    assert np.array_equal(got, expected) and np.count_nonzero(words) == words.size
+    index, words = _union(parts, n_words)
+    got = np.zeros(n_words, dtype=np.uint32)
+    if index is None:
+        got[:] = words
+    else:
+        assert np.all(np.diff(index) > 0) and np.count_nonzero(words) == words.size
+        got[index] = words
+    assert np.array_equal(got, expected)
+    assert (index is None) == any(dense for dense, _ in sets)
