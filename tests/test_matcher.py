@@ -202,6 +202,26 @@ def test_masks_overwrite_whatever_the_row_held(named, compilers):
                 assert matcher.accept_token(token)
 
 
+def test_bitmasks_of_the_wrong_kind_are_refused_by_name(named, compilers):
+    """A bitmask must be int32 words in contiguous rows, on the CPU: anything else is a typed error that
+    says what is wrong, and a CPU torch bitmask gets the same words as a numpy one."""
+    import torch
+
+    matcher = Matcher(compilers.json_schema({"type": "integer"}))
+    words = allocate_token_bitmask(2, named.vocab.vocab_size)
+    matcher.fill_next_token_bitmask(words, 1)
+    for dtype in (np.int64, np.uint32, np.dtype(">i4")):
+        with pytest.raises(TypeError, match="int32"):
+            matcher.fill_next_token_bitmask(words.astype(dtype))
+    with pytest.raises(ValueError, match="contiguous"):
+        matcher.fill_next_token_bitmask(np.asfortranarray(words), 1)
+    tensor = torch.zeros(words.shape, dtype=torch.int32)
+    matcher.fill_next_token_bitmask(tensor, 1)
+    assert np.array_equal(tensor.numpy()[1], words[1]) and not tensor.numpy()[0].any()
+    with pytest.raises(ValueError, match="CPU"):
+        matcher.fill_next_token_bitmask(torch.zeros(words.shape, dtype=torch.int32, device="meta"))
+
+
 def test_compiling_pauses_garbage_collection_and_restores_it(named, monkeypatch):
     """Collection is off while a schema compiles and back as it was after, also when compiling fails."""
     import gc

@@ -31,6 +31,7 @@ class Matcher:
         self._vocab = compiled.vocab
         self._eos = frozenset(self._vocab.eos_token_ids)
         self._states: list[Hashable] = [self._automaton.initial]
+        self._fill_mask = getattr(self._automaton, "fill_mask", None)  # grammars write their sets directly
         self._eos_accepted = False
 
     # -- reading (none of these change the matcher) -------------------------------------------------
@@ -93,9 +94,9 @@ class Matcher:
         """
         row = _bitmask_row(bitmask, index)
         accepting = self._eos_accepted
-        fill = None if accepting else getattr(self._automaton, "fill_mask", None)
+        fill = None if accepting else self._fill_mask
         if fill is not None:  # a grammar: writes its cached token sets straight into the row
-            accepting = fill(self.state, row)
+            accepting = fill(self._states[-1], row)
         else:
             row[:] = 0
             if not accepting:
@@ -238,13 +239,20 @@ def _as_bytes(text: str | bytes) -> bytes:
 
 
 def _bitmask_row(bitmask: Any, index: int) -> np.ndarray:
-    if type(bitmask).__module__.startswith("torch"):
+    """Row ``index`` of ``bitmask`` as uint32 words (checked; it runs before every mask, so the common
+    case, a numpy int32 array, takes the cheapest tests)."""
+    if type(bitmask) is not np.ndarray and type(bitmask).__module__.startswith("torch"):
         if bitmask.device.type != "cpu":
             raise ValueError("fill a CPU bitmask and copy it to the device (non-blocking) before applying it")
         bitmask = bitmask.numpy()
-    if bitmask.dtype != np.int32:
-        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
+    dtype = bitmask.dtype
+    if dtype is not _INT32 and dtype != _INT32:
+        raise TypeError(f"bitmask must be int32, got {dtype}")
     row = bitmask[index] if bitmask.ndim == 2 else bitmask
     if not row.flags.c_contiguous:
         raise ValueError("bitmask rows must be contiguous")
-    return row.view(np.uint32)
+    return row.view(_UINT32)
+
+
+_INT32 = np.dtype(np.int32)
+_UINT32 = np.dtype(np.uint32)
