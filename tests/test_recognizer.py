@@ -229,3 +229,37 @@ def test_a_long_document_holds_memory_in_proportion_to_its_length(llama_json):
 
     short, long = per_token(500), per_token(4000)
     assert long < 2 * short, (short, long)
+
+
+def test_a_dropped_grammar_is_freed_without_the_garbage_collector(llama_json):
+    """Parse states refer only to the states before them (the scans from a state are memoised by the
+    parser), so a grammar dropped after serving requests is freed by reference counting at once: no
+    cycle of banister objects is left for a collection, which would pause some later mask."""
+    import gc
+
+    named, _ = llama_json
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {
+        "anyOf": [{"type": "integer"}, {"enum": ["x", "y"]}]}}}, "required": ["name"]}
+    bitmask = allocate_token_bitmask(1, named.vocab.vocab_size)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.collect()
+    try:
+        compiled = Compiler(named.vocab, cache_size=0).json_schema(schema)
+        for doc in ({"name": "a", "tags": [1, "x", 22]}, {"name": "bb"}, {"name": "", "tags": []}):
+            matcher = Matcher(compiled)
+            for token in named.encode(json.dumps(doc)):
+                matcher.fill_next_token_bitmask(bitmask)
+                assert matcher.accept_token(token)
+            assert matcher.is_accepting()
+        del compiled, matcher
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = sorted({type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("banister")})
+        assert left == [], left
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.collect()
+        if was_enabled:
+            gc.enable()

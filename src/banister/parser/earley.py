@@ -147,10 +147,13 @@ class ParseState:
 
     Items are split in two: the *dynamic* ones (origin before this set: scanned or completed) kept
     one by one, and the predicted ones, shared through a ``_Predicted`` table.
+
+    A state refers only to the states before it: what was scanned from it is memoised by the parser
+    (:meth:`EarleyParser.scan`), so states never form a cycle and a dropped grammar's states are
+    freed at once, not left for the garbage collector to find.
     """
 
-    __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "_scans",
-                 "mask_memo", "_child_sets")
+    __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "mask_memo")
 
     def __init__(self, sets: History, waiting: dict[int, list[int]],
                  by_lexeme: dict[int, list[int]], predicted: _Predicted, accepting: bool) -> None:
@@ -161,9 +164,7 @@ class ParseState:
         self._predicted = predicted
         self.expected = predicted.expected.union(by_lexeme) if by_lexeme else predicted.expected
         self.accepting = accepting
-        self._scans: dict[frozenset[int], ParseState | None] = {}
         self.mask_memo: dict | None = None  # the recogniser's memo of masks from this state
-        self._child_sets: History | None = None  # ``sets`` of the states scanned from this
 
     def waiting_for(self, nonterminal: int) -> list[int]:
         """Items of this set whose next symbol is ``nonterminal`` (to advance when it completes)."""
@@ -187,27 +188,32 @@ class EarleyParser:
         self.tables = tables
         self._predicted: dict[frozenset[int], _Predicted] = {}
         self.initial = self._close(_NO_HISTORY, [], {tables.start_nt})
+        self.scans: dict[ParseState, dict[frozenset[int], ParseState | None]] = {}
+        """Each state's memo of scans: lexeme set -> the state after it (None: no item fits)."""
+        self._child_sets: dict[ParseState, History] = {}  # the one ``sets`` of every state scanned from a state
         self._max_shared = max_shared_states
         self._shared = 0
 
     def scan(self, state: ParseState, lexemes: frozenset[int]) -> ParseState | None:
         """The state after one lexeme matched by any of ``lexemes`` (same text), or None if none fits.
 
-        Results are memoised on ``state``. Memoising on the initial state too makes the states a trie
-        of lexeme sequences shared by every request of the grammar: requests whose documents have the
-        same shape (the same lexemes in the same order, whatever their text) share their parse states
-        and everything memoised on them (scans, masks). The trie hangs off the compiled grammar, so it
-        is bounded: after ``max_shared_states`` new states the initial state's memo is dropped and the
-        sharing starts afresh (states that requests still hold stay valid, just no longer shared).
+        Results are memoised by state (``scans``), which makes the states a trie of lexeme sequences
+        shared by every request of the grammar: requests whose documents have the same shape (the
+        same lexemes in the same order, whatever their text) share their parse states and everything
+        memoised on them (scans, masks). The memo belongs to the compiled grammar, so it is bounded:
+        after ``max_shared_states`` new entries it is dropped and the sharing starts afresh (states
+        that requests still hold stay valid, just no longer shared).
         """
-        memo = state._scans
-        if lexemes in memo:
+        memo = self.scans.get(state)
+        if memo is None:
+            memo = self.scans[state] = {}
+        elif lexemes in memo:
             return memo[lexemes]
         kernel = state.scanning(lexemes)
         if kernel:
-            sets = state._child_sets
+            sets = self._child_sets.get(state)
             if sets is None:  # one history for every state scanned from this one (masks scan many)
-                sets = state._child_sets = state.sets.append(state)
+                sets = self._child_sets[state] = state.sets.append(state)
             result = self._close(sets, kernel, set())
         else:
             result = None
@@ -215,7 +221,8 @@ class EarleyParser:
         self._shared += 1
         if self._shared > self._max_shared:
             self._shared = 0
-            self.initial._scans = {}
+            self.scans = {}
+            self._child_sets = {}
         return result
 
     def _close(self, sets: History, kernel: list[int], predicted: set[int]) -> ParseState:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -287,7 +289,7 @@ class GrammarAutomaton:
         # The crossing path, inlined (it runs for every crossing of every cold mask): the memos of
         # ``_scan``, ``EarleyParser.scan`` and ``context`` are read here directly.
         accepts = self._accepts
-        scans = parse._scans
+        scans = self.parser.scans.get(parse, _NO_SCANS)
         for aid, sub_roots, sub_key in groups:
             akey = (ctx.ident, aid)
             lexemes = accepts.get(akey)
@@ -441,6 +443,7 @@ def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
 
 
 _MISSING = object()
+_NO_SCANS: Mapping = MappingProxyType({})  # the scan memo of a state nothing was scanned from yet
 
 _LOOP_MIN_STATES = 16
 """Walks are derived from a loop's (``_walk_from_loop``) only in lexemes of more states (a small DFA
