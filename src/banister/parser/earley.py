@@ -29,11 +29,12 @@ class EarleyTables:
         if grammar.size > max_symbols:
             raise LimitError(f"grammar has {grammar.size} symbols, more than {max_symbols}", "max_grammar_symbols")
         rules_int, self.lexemes, names = _int_rules(grammar, empty_lexemes)
-        # dotted items: next symbol (None = complete), lhs, and the first dotted id of each alternative
-        self.next_symbol: list[int | None] = []
-        self.lhs: list[int] = []
-        self.alt_starts: list[list[int]] = []
-        next_symbol, lhs = self.next_symbol, self.lhs
+        # Dotted items: next symbol (None = complete), lhs, and the first dotted id of each alternative.
+        # Kept as tuples of ints, which the garbage collector stops scanning after one look (a big
+        # schema's are hundreds of thousands long, and a list is scanned again by every collection).
+        next_symbol: list[int | None] = []
+        lhs: list[int] = []
+        alt_starts: list[tuple[int, ...]] = []
         for nt, alternatives in enumerate(rules_int):
             starts = []
             for alt in alternatives:
@@ -41,9 +42,12 @@ class EarleyTables:
                 next_symbol.extend(alt)
                 next_symbol.append(None)
             lhs.extend([nt] * (len(next_symbol) - len(lhs)))
-            self.alt_starts.append(starts)
-        if len(self.next_symbol) > _DOT_MASK:
-            raise LimitError(f"grammar has {len(self.next_symbol)} items, more than {_DOT_MASK}", "max_grammar_symbols")
+            alt_starts.append(tuple(starts))
+        if len(next_symbol) > _DOT_MASK:
+            raise LimitError(f"grammar has {len(next_symbol)} items, more than {_DOT_MASK}", "max_grammar_symbols")
+        self.next_symbol: tuple[int | None, ...] = tuple(next_symbol)
+        self.lhs: tuple[int, ...] = tuple(lhs)
+        self.alt_starts: tuple[tuple[int, ...], ...] = tuple(alt_starts)
         start_id = len(names)  # the augmented start S' -> start, last
         self.start_nt = start_id
         self.start_done = self.alt_starts[start_id][0] + 1  # S' -> start .
