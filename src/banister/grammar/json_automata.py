@@ -71,25 +71,6 @@ def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000)
     dfa.expand_from(dfa.start)
     table = dfa.transitions.tolist()
     memo: dict[tuple[int, int], list[Edge]] = {}
-
-    def tails(state: int, k: int) -> list[Edge]:
-        found = memo.get((state, k))
-        if found is not None:
-            return found
-        out: list[Edge] = []
-        row = table[state]
-        for b in range(0x80, 0xC0):
-            t = row[b]
-            if t == DEAD:
-                continue
-            base = (b & 0x3F) << (6 * (k - 1))
-            if k == 1:
-                out.append((base, base, t))
-            else:
-                out.extend((base + lo, base + hi, tt) for lo, hi, tt in tails(t, k - 1))
-        found = memo[(state, k)] = _merge(out)
-        return found
-
     index = {dfa.start: 0}
     order = [dfa.start]
     edges: list[list[Edge]] = []
@@ -105,7 +86,7 @@ def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000)
                 s1 = row[lead]
                 if s1 != DEAD:
                     base = (lead & mask) << (6 * k)
-                    raw.extend((base + lo, base + hi, t) for lo, hi, t in tails(s1, k))
+                    raw.extend((base + lo, base + hi, t) for lo, hi, t in _tails(table, memo, s1, k))
         out = []
         for lo, hi, t in _merge(raw):
             if t not in index:
@@ -114,6 +95,28 @@ def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000)
             out.append((lo, hi, index[t]))
         edges.append(_merge(out))
     return CharDFA(edges, [dfa.is_accepting(s) for s in order])
+
+
+def _tails(table: list[list[int]], memo: dict[tuple[int, int], list[Edge]], state: int, k: int) -> list[Edge]:
+    """The code-point edges (of the low ``6 * k`` bits) that ``k`` continuation bytes from ``state``
+    spell, with the states they reach (memoised in ``memo``; a plain function, as a recursive closure
+    would be a reference cycle for the garbage collector)."""
+    found = memo.get((state, k))
+    if found is not None:
+        return found
+    out: list[Edge] = []
+    row = table[state]
+    for b in range(0x80, 0xC0):
+        t = row[b]
+        if t == DEAD:
+            continue
+        base = (b & 0x3F) << (6 * (k - 1))
+        if k == 1:
+            out.append((base, base, t))
+        else:
+            out.extend((base + lo, base + hi, tt) for lo, hi, tt in _tails(table, memo, t, k - 1))
+    found = memo[(state, k)] = _merge(out)
+    return found
 
 
 def literals(strings: Iterable[str]) -> CharDFA:

@@ -64,28 +64,32 @@ def _char_set_plan(ranges: Ranges) -> Plan:
     become one node (shared suffixes).
     """
     nodes: list[tuple[tuple[int, int, int], ...]] = [()]
-    made: dict[tuple[Sequence, ...], int] = {}
-
-    def edges(tails: tuple[Sequence, ...]) -> tuple[tuple[int, int, int], ...]:
-        groups: dict[ByteRange, list[Sequence]] = {}
-        for tail in tails:
-            groups.setdefault(tail[0], []).append(tail[1:])
-        return tuple((lo, hi, child(tuple(rests))) for (lo, hi), rests in groups.items())
-
-    def child(tails: tuple[Sequence, ...]) -> int:
-        if not tails[0]:
-            return -1
-        node = made.get(tails)
-        if node is None:
-            node = made[tails] = len(nodes)
-            nodes.append(())
-            nodes[node] = edges(tails)
-        return node
-
     sequences = tuple(tuple(seq) for lo, hi in ranges for seq in utf8_sequences(lo, hi))
     if sequences:
-        nodes[0] = edges(sequences)
+        nodes[0] = _plan_edges(sequences, nodes, {})
     return tuple(nodes)
+
+
+def _plan_edges(tails: tuple[Sequence, ...], nodes: list, made: dict[tuple[Sequence, ...], int]
+                ) -> tuple[tuple[int, int, int], ...]:
+    """The edges of the plan node reading ``tails`` (numbering new nodes in ``nodes``; ``made``: the
+    nodes by their tails). Plain functions, not closures: a recursive closure is a reference cycle,
+    left for the garbage collector at every call."""
+    groups: dict[ByteRange, list[Sequence]] = {}
+    for tail in tails:
+        groups.setdefault(tail[0], []).append(tail[1:])
+    return tuple((lo, hi, _plan_child(tuple(rests), nodes, made)) for (lo, hi), rests in groups.items())
+
+
+def _plan_child(tails: tuple[Sequence, ...], nodes: list, made: dict[tuple[Sequence, ...], int]) -> int:
+    if not tails[0]:
+        return -1
+    node = made.get(tails)
+    if node is None:
+        node = made[tails] = len(nodes)
+        nodes.append(())
+        nodes[node] = _plan_edges(tails, nodes, made)
+    return node
 
 
 @lru_cache(maxsize=64)
