@@ -11,6 +11,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref
@@ -84,6 +86,24 @@ def test_finite_patterns_list_what_the_regex_compiler_accepts(pattern: str) -> N
     fast = LexemeDFA.strings(texts)
     assert _accepted(fast.transitions, fast.accepting, fast.start) == expected
     assert lexeme_language(pattern, 1000) == (not expected, b"" in expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(alphabet='ab/"é\\ ~\x7f', max_size=5), min_size=1, max_size=6))
+def test_an_enum_hands_its_texts_to_the_lexer(values: list[str]) -> None:
+    """The JSON front end writes an enum of plain strings as a regex and hands the lexer its texts, so
+    no check parses the regex back into them: they must be exactly the regex's language (the regex
+    compiler's DFA, enumerated, is the oracle). Other strings have several spellings: not handed over."""
+    from banister.grammar.json_schema import json_schema_to_grammar
+    from banister.grammar.json_text import plain_names
+    from banister.parser import lexer
+
+    grammar = json_schema_to_grammar({"enum": values})
+    (pattern,) = [lex.pattern for lex in grammar.lexemes if lex.pattern.startswith('"')]
+    assert (pattern in lexer._offered_texts) is plain_names(values)
+    slow = compile_regex(pattern)
+    slow.expand_from(slow.start)
+    assert set(finite_language(pattern)) == _accepted(slow.transitions, slow.accepting, slow.start)
 
 
 @pytest.mark.parametrize("pattern", ["a*", "[^a]", "a+b", "(?:a|b){0,20}", "^a", "a$", "[0-9]{5}", "\\d+", "a(?~b)"])

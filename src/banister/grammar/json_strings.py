@@ -17,7 +17,8 @@ from banister.grammar import json_automata
 from banister.grammar.json_automata import CharDFA
 from banister.grammar.json_formats import format_regex
 from banister.grammar.json_logic import StrTerm, string_dfa
-from banister.grammar.json_text import ANY_CHAR, json_char, json_strings
+from banister.grammar.json_text import ANY_CHAR, json_char, json_strings, plain_names
+from banister.parser.lexer import offer_texts
 from banister.regex import parse_regex
 from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
 
@@ -223,7 +224,11 @@ def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_reg
         if len(kept) > max_enum_values:
             raise LimitError(f"an enum of {len(kept)} strings", setting="max_enum_values")
         regex = json_strings(kept)
-        return None if regex is None else StringPlan("regex", regex)
+        if regex is None:
+            return None
+        if plain_names(kept):  # one spelling each (printable ASCII that is never escaped)
+            offer_texts(regex, [f'"{v}"'.encode() for v in kept])
+        return StringPlan("regex", regex)
     if term.max_len is not None and term.min_len > term.max_len:
         return None
     sources = [(p, True) for p, _ in term.patterns] + [(format_regex(f, term.max_len), False) for f, _ in term.formats]

@@ -119,6 +119,21 @@ def offer_builder(pattern: str, build: Callable[[int], LexemeDFA], states: int) 
             _builders.popitem(last=False)
 
 
+_offered_texts: OrderedDict[str, tuple[bytes, ...]] = OrderedDict()  # under _builders_lock
+
+
+def offer_texts(pattern: str, texts: Iterable[bytes]) -> None:
+    """Tell :func:`finite_language` the texts ``pattern`` matches: a front end that wrote the pattern
+    from them (an enum's strings) hands them over, so no lexeme check needs to parse the pattern back
+    into them. The pattern stays the definition (tests compare the two); the most recent offers are
+    kept (``MAX_LEXEME_BUILDERS``)."""
+    with _builders_lock:
+        _offered_texts[pattern] = tuple(sorted(set(texts)))
+        _offered_texts.move_to_end(pattern)
+        while len(_offered_texts) > MAX_LEXEME_BUILDERS:
+            _offered_texts.popitem(last=False)
+
+
 @lru_cache(maxsize=8192)
 def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     """The fully built DFA of a lexeme, shared by every grammar (lexemes recur across schemas).
@@ -212,7 +227,12 @@ def finite_language(pattern: str) -> tuple[bytes, ...] | None:
     of literals. None for an infinite language, a bigger one (``MAX_FINITE_TEXTS``, ``MAX_FINITE_BYTES``),
     an anchor or an extension, or a pattern that does not parse (the regex compiler reports it).
     A trie of them is the lexeme's DFA, built without the regex compiler's NFA and subsets (the bulk of
-    a new schema's compile time when its enums are many)."""
+    a new schema's compile time when its enums are many). Texts a front end offered
+    (:func:`offer_texts`) are taken as they are."""
+    with _builders_lock:
+        texts = _offered_texts.get(pattern)
+    if texts is not None:
+        return texts if len(texts) <= MAX_FINITE_TEXTS and sum(map(len, texts)) <= MAX_FINITE_BYTES else None
     if _UNBOUNDED.search(pattern):
         return None  # what may be a repeat with no bound, or an extension: not worth parsing to find out
     try:
