@@ -264,3 +264,24 @@ def test_a_dropped_grammar_is_freed_without_the_garbage_collector(llama_json):
         gc.collect()
         if was_enabled:
             gc.enable()
+
+
+def test_parse_states_hold_little_for_the_garbage_collector(llama_json):
+    """A server's cached grammars keep their parse states for as long as they live, and every full
+    collection scans what is tracked: a state's item tables (tuples of ints) and the lexemes it expects
+    (one shared copy per set) leave nothing more to scan once a collection has looked at them."""
+    import gc
+
+    named, compiled = llama_json
+    matcher = Matcher(compiled)
+    bitmask = allocate_token_bitmask(1, named.vocab.vocab_size)
+    for token in named.encode(json.dumps({"a": [1, {"b": None}], "c": "d"})):
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_token(token)
+    gc.collect()
+    parser = compiled.automaton.parser
+    states = [state for scans in parser.scans.values() for state in scans.values() if state is not None]
+    assert len(states) > 20
+    assert not any(gc.is_tracked(s._waiting) or gc.is_tracked(s._by_lexeme) for s in states)
+    expected = {id(s.expected) for s in states}
+    assert len(expected) == len({s.expected for s in states})

@@ -102,9 +102,16 @@ class _Predicted:
                 waiting.setdefault(sym, []).append(d)
             elif sym is not None:
                 by_lexeme.setdefault(-1 - sym, []).append(d)
-        self.waiting = waiting
-        self.by_lexeme = by_lexeme
+        self.waiting = _frozen(waiting)
+        self.by_lexeme = _frozen(by_lexeme)
         self.expected = frozenset(by_lexeme)
+
+
+def _frozen(items: dict[int, list[int]]) -> dict[int, tuple[int, ...]]:
+    """``items`` with tuples for lists: a tuple of ints, and then the dict holding only such tuples,
+    are dropped by the garbage collector after one look (a list never is), and a server's cached
+    grammars hold hundreds of thousands of these in their parse states."""
+    return {key: tuple(found) for key, found in items.items()}
 
 
 _CHUNK_BITS = 6
@@ -154,26 +161,27 @@ class ParseState:
 
     A state refers only to the states before it: what was scanned from it is memoised by the parser
     (:meth:`EarleyParser.scan`), so states never form a cycle and a dropped grammar's states are
-    freed at once, not left for the garbage collector to find.
+    freed at once, not left for the garbage collector to find. Its item tables hold tuples, and
+    ``expected`` is shared by the parser's states that expect the same lexemes, for the same reason.
     """
 
     __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "mask_memo")
 
-    def __init__(self, sets: History, waiting: dict[int, list[int]],
-                 by_lexeme: dict[int, list[int]], predicted: _Predicted, accepting: bool) -> None:
+    def __init__(self, sets: History, waiting: dict[int, tuple[int, ...]], by_lexeme: dict[int, tuple[int, ...]],
+                 predicted: _Predicted, expected: frozenset[int], accepting: bool) -> None:
         self.sets = sets  # the earlier states, by index
         self.index = len(sets)
         self._waiting = waiting
         self._by_lexeme = by_lexeme
         self._predicted = predicted
-        self.expected = predicted.expected.union(by_lexeme) if by_lexeme else predicted.expected
+        self.expected = expected  # the lexemes of by_lexeme and predicted
         self.accepting = accepting
         self.mask_memo: dict | None = None  # the recogniser's memo of masks from this state
 
     def waiting_for(self, nonterminal: int) -> list[int]:
         """Items of this set whose next symbol is ``nonterminal`` (to advance when it completes)."""
         base = self.index << _DOT_BITS
-        return self._waiting.get(nonterminal, []) + [base | d for d in self._predicted.waiting.get(nonterminal, ())]
+        return [*self._waiting.get(nonterminal, ()), *[base | d for d in self._predicted.waiting.get(nonterminal, ())]]
 
     def scanning(self, lexemes: frozenset[int]) -> list[int]:
         """Items of this set advanced over a lexeme in ``lexemes``."""
@@ -191,6 +199,7 @@ class EarleyParser:
     def __init__(self, tables: EarleyTables, *, max_shared_states: int = 2048) -> None:
         self.tables = tables
         self._predicted: dict[frozenset[int], _Predicted] = {}
+        self._expected: dict[frozenset[int], frozenset[int]] = {}  # one copy of each set states expect
         self.initial = self._close(_NO_HISTORY, [], {tables.start_nt})
         self.scans: dict[ParseState, dict[frozenset[int], ParseState | None]] = {}
         """Each state's memo of scans: lexeme set -> the state after it (None: no item fits)."""
@@ -280,7 +289,9 @@ class EarleyParser:
             accepting = t.start_done in items  # S' -> start . with origin 0 (the item's int is its dotted id)
         else:
             accepting = t.start_nt in t.nullable
-        return ParseState(sets, waiting, by_lexeme, table, accepting)
+        expected = table.expected.union(by_lexeme) if by_lexeme else table.expected
+        expected = self._expected.setdefault(expected, expected)
+        return ParseState(sets, _frozen(waiting), _frozen(by_lexeme), table, expected, accepting)
 
 
 def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
