@@ -236,6 +236,7 @@ class EarleyParser:
             self._shared = 0
             self.scans = {}
             self._child_sets = {}
+            self._expected = {}
         return result
 
     def _close(self, sets: History, kernel: list[int], predicted: set[int]) -> ParseState:
