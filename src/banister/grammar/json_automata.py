@@ -23,13 +23,16 @@ Edge = tuple[int, int, int]
 
 class CharDFA:
     """A DFA over code points: ``edges[s]`` holds sorted, disjoint ``(lo, hi, target)``; a missing code
-    point leads to the implicit dead state. State 0 is the start."""
+    point leads to the implicit dead state. State 0 is the start.
+
+    Held as tuples: the process-wide caches keep thousands of these DFAs (patterns, number ranges),
+    and the garbage collector stops scanning a tuple of ints after one look, a list never."""
 
     __slots__ = ("accepting", "edges")
 
-    def __init__(self, edges: list[list[Edge]], accepting: list[bool]) -> None:
-        self.edges = edges
-        self.accepting = accepting
+    def __init__(self, edges: Sequence[Sequence[Edge]], accepting: Sequence[bool]) -> None:
+        self.edges: tuple[tuple[Edge, ...], ...] = tuple(map(tuple, edges))
+        self.accepting: tuple[bool, ...] = tuple(accepting)
 
     @property
     def n_states(self) -> int:
