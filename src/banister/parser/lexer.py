@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -112,11 +113,7 @@ def offer_builder(pattern: str, build: Callable[[int], LexemeDFA], states: int) 
     offer says the language is not empty and ``build`` makes at most ``states`` states, so a grammar
     need not build it to learn either (:func:`lexeme_is_empty`). The pattern stays the definition
     (tests compare the two); the most recent offers are kept."""
-    with _builders_lock:
-        _builders[pattern] = (build, states)
-        _builders.move_to_end(pattern)
-        while len(_builders) > MAX_LEXEME_BUILDERS:
-            _builders.popitem(last=False)
+    _keep(_builders, pattern, (build, states), MAX_LEXEME_BUILDERS)
 
 
 _offered_texts: OrderedDict[str, tuple[bytes, ...]] = OrderedDict()  # under _builders_lock
@@ -127,11 +124,17 @@ def offer_texts(pattern: str, texts: Iterable[bytes]) -> None:
     from them (an enum's strings) hands them over, so no lexeme check needs to parse the pattern back
     into them. The pattern stays the definition (tests compare the two); the most recent offers are
     kept (``MAX_LEXEME_BUILDERS``)."""
+    _keep(_offered_texts, pattern, tuple(sorted(set(texts))), MAX_LEXEME_BUILDERS)
+
+
+def _keep(table: OrderedDict[str, Any], pattern: str, value: Any, limit: int) -> None:
+    """Enter what a front end hands over about ``pattern`` in one of the bounded tables of offers and
+    hand-overs, as the most recent of its ``limit`` entries."""
     with _builders_lock:
-        _offered_texts[pattern] = tuple(sorted(set(texts)))
-        _offered_texts.move_to_end(pattern)
-        while len(_offered_texts) > MAX_LEXEME_BUILDERS:
-            _offered_texts.popitem(last=False)
+        table[pattern] = value
+        table.move_to_end(pattern)
+        while len(table) > limit:
+            table.popitem(last=False)
 
 
 @lru_cache(maxsize=8192)
@@ -198,10 +201,7 @@ def lexeme_language(pattern: str, max_nfa_states: int) -> tuple[bool, bool]:
         return not texts, b"" in texts
     dfa = compile_regex(pattern, max_nfa_states=max_nfa_states)
     if dfa.nfa_states <= _HANDOVER_NFA_STATES:
-        with _builders_lock:
-            _front_end_regexes[pattern] = dfa
-            while len(_front_end_regexes) > _MAX_HANDOVERS:
-                _front_end_regexes.popitem(last=False)
+        _keep(_front_end_regexes, pattern, dfa, _MAX_HANDOVERS)
     return dfa.start == DEAD, dfa.is_accepting(dfa.start)
 
 
