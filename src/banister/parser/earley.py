@@ -194,7 +194,7 @@ class ParseState:
 
 
 class EarleyParser:
-    """Builds the initial state and scans lexemes; results are memoised on the states."""
+    """Builds the initial state and scans lexemes; results are memoised by state (``scans``)."""
 
     def __init__(self, tables: EarleyTables, *, max_shared_states: int = 2048) -> None:
         self.tables = tables
@@ -213,9 +213,9 @@ class EarleyParser:
         Results are memoised by state (``scans``), which makes the states a trie of lexeme sequences
         shared by every request of the grammar: requests whose documents have the same shape (the
         same lexemes in the same order, whatever their text) share their parse states and everything
-        memoised on them (scans, masks). The memo belongs to the compiled grammar, so it is bounded:
-        after ``max_shared_states`` new entries it is dropped and the sharing starts afresh (states
-        that requests still hold stay valid, just no longer shared).
+        memoised for them (scans here, masks in the recogniser). The memo belongs to the compiled
+        grammar, so it is bounded: after ``max_shared_states`` new entries it is dropped and the
+        sharing starts afresh (states that requests still hold stay valid, just no longer shared).
         """
         memo = self.scans.get(state)
         if memo is None:
