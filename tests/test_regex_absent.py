@@ -61,14 +61,14 @@ MALFORMED_MACHINES = ["(?@[0, [0]])", '(?@[0, [0], [[0, "(", 1]]])', '(?@[0, [0]
 
 
 @pytest.mark.parametrize("bad", ["(?~)", "(?~a|)", "(?~a*)", "(?~ab|b)", "(?~a|a)", "(?~[ab])", "(?i)(?~a)", "(?~a",
-                                 *MALFORMED_MACHINES])
+                                 "(?\\a|b*)", "(?\\a|[ab])", "(?i)(?\\a|b)", "(?\\a|b", *MALFORMED_MACHINES])
 def test_malformed_extension_groups_raise(bad):
-    """Both of banister's own constructs, ``(?~...)`` and the automaton ``(?@...)``."""
+    """banister's own constructs: ``(?~...)``, the difference ``(?\\...)`` and the automaton ``(?@...)``."""
     with pytest.raises(RegexError):
         compile_regex(bad)
 
 
-@pytest.mark.parametrize("extension", ["(?~a)", '(?@[0, [0], [[0, "a", 0]]])'])
+@pytest.mark.parametrize("extension", ["(?~a)", "(?\\a*|a)", '(?@[0, [0], [[0, "a", 0]]])'])
 def test_ecma_patterns_refuse_the_extensions(extension):
     with pytest.raises(RegexError):
         parse_regex(extension)

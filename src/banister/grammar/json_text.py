@@ -317,20 +317,24 @@ def json_keys_except(names: Iterable[str]) -> str:
     """A regex for the JSON string literals whose value is none of ``names`` (each in any accepted
     escaping).
 
-    Built on the trie of ``names``: a string leaves the trie by an ASCII character no branch takes, by a
-    non-ASCII or escaped character no branch takes (grouped by that set, so each such class appears
-    once in the regex and its multi-byte states are shared), or by ending at a node that is not a name;
-    then anything may follow. The size is linear in the names' total length.
+    Names that JSON text spells one way only (:func:`plain_names`, most of them) are left out of any
+    string with the regex layer's difference, ``(?\\...)``: short to write, and the front end builds its
+    DFA straight from the names' trie. Other names are left out on their trie: a string leaves the trie
+    by an ASCII character no branch takes, by a non-ASCII or escaped character no branch takes (grouped
+    by that set, so each such class appears once in the regex and its multi-byte states are shared),
+    or by ending at a node that is not a name; then anything may follow. The size is linear in the
+    names' total length.
     """
-    return _keys_except(tuple(names))
+    names = tuple(names)
+    if plain_names(names):
+        return '"(?\\' + ANY_CHAR + "*|" + "|".join(map(escape_text, names)) + ')"'
+    return _keys_except(names)
 
 
 @lru_cache(maxsize=1024)
 def _keys_except(names: tuple[str, ...]) -> str:
     root = _char_trie(names)
     deviations = _deviation_regex(root, 0)
-    if plain_names(names):
-        return _plain_keys_except(names, root, deviations)
     # Each trie node's leave step; groups in the order a depth-first walk (last branch first) meets them.
     step_of: dict[int, str | None] = {}
     groups: dict[str, None] = {}
@@ -367,87 +371,13 @@ def _keys_except(names: tuple[str, ...]) -> str:
 
 _PREFIX = object()
 _NOT_PLAIN = re.compile(r'[^\x20-\x7e]|["\\/]')
-"""A character that is not printable ASCII, or that has a short escape: only names free of these take
-the fast path below, where every trie node leaves by the same non-ASCII or escaped characters."""
+"""A character that is not printable ASCII, or that has a short escape."""
 
 
 def plain_names(names: Iterable[str]) -> bool:
     """Whether every name is printable ASCII free of ``"``, ``\\`` and ``/``: characters JSON text
     can only write raw, so a key spells such a name in one way only."""
     return not any(_NOT_PLAIN.search(name) for name in names)
-
-
-def _plain_keys_except(names: tuple[str, ...], root: dict, deviations: str) -> str:
-    """:func:`_keys_except` for names of plain printable ASCII (no ``"``, ``\\`` or ``/``): every node's
-    leave step is ``_leave_step(frozenset())``, so there is one group holding every node."""
-    step = _leave_step(frozenset())
-    assert step is not None
-    order: list[dict] = []
-    stack: list[dict] = [root]
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        stack.extend(child for c, child in node.items() if c)
-    if len(order) - 1 > _MAX_GROUP_NESTING + 1 and max(map(len, names)) > _MAX_GROUP_NESTING + 1:
-        # Where the every-node walk of _marked_regex would nest too deeply.
-        raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
-    # Bottom up, as _marked_regex writes them: ``texts``, every prefix of a name (every node marked);
-    # for each node with a node that is not a name at or below it, ``after``, the text for the strings
-    # from it to such nodes once its character is written (along a run of name nodes with one such
-    # branch, then that node's group), and ``kids``, its branches towards them (last first). Depths
-    # need no check after the one above: these groups nest no deeper than ``texts``.
-    texts: dict[int, str] = {}
-    after: dict[int, str] = {}
-    kids: dict[int, list[tuple[str, dict]]] = {}
-    for node in reversed(order):
-        if len(node) == 1 and "" not in node:
-            # A node inside a name with one branch (most nodes): not a name itself.
-            ((c, child),) = node.items()
-            char = _char_text(c)
-            texts[id(node)] = "(?:" + char + texts[id(child)] + ")?"
-            if id(child) in after:
-                kids[id(node)] = [(c, child)]
-                after[id(node)] = "(?:" + char + after[id(child)] + ")?"
-            else:
-                kids[id(node)] = []
-                after[id(node)] = ""
-            continue
-        branches = [(c, child) for c, child in reversed(node.items()) if c]
-        texts[id(node)] = (
-            "(?:" + "|".join([_char_text(c) + texts[id(child)] for c, child in branches]) + ")?" if branches else ""
-        )
-        here = [(c, child) for c, child in branches if id(child) in after]
-        name = "" in node
-        if not here and name:
-            continue
-        kids[id(node)] = here
-        parts = [_char_text(c) + after[id(child)] for c, child in here]
-        if not parts:
-            whole = ""
-        elif not name:
-            whole = "(?:" + "|".join(parts) + ")?"
-        else:
-            whole = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
-        after[id(node)] = parts[0] if name and len(parts) == 1 else whole
-    every = texts[id(root)]
-    alts = []
-    if deviations:
-        alts.append(f"(?:{deviations}){ANY_CHAR}*")
-    alts.append(("(?:" + every + ")" if every else "") + step + ANY_CHAR + "*")
-    if id(root) in kids:
-        body = _prefix_body(root, kids, after)
-        alts.append("(?:" + body + ")" if body else "")
-    return '"(?:' + "|".join(alts) + ')"'
-
-
-def _prefix_body(root: dict, kids: dict[int, list[tuple[str, dict]]], after: dict[int, str]) -> str:
-    """The group of the root for the paths to nodes that are not names (``after`` without the run)."""
-    parts = [_char_text(c) + after[id(child)] for c, child in kids[id(root)]]
-    if not parts:
-        return ""
-    if "" not in root:
-        return "(?:" + "|".join(parts) + ")?"
-    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
 def _marked_regex(

@@ -30,7 +30,12 @@ def escape_char(cp: int, *, in_class: bool = False) -> str:
 
 def escape_text(text: str) -> str:
     """A regex matching exactly ``text``."""
+    if text.isascii() and text.isprintable():  # (most texts: property names, enum strings)
+        return text.translate(_META_ESCAPES)
     return "".join(escape_char(ord(c)) for c in text)
+
+
+_META_ESCAPES = {ord(c): "\\" + c for c in META}
 
 
 def char_class(ranges: Ranges, *, negate_if_shorter: bool = False) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from banister.regex.dfa import DEAD, RegexDFA
 from banister.regex.nfa import build_nfa
-from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Machine, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Difference, Machine, Node, Repeat
 from banister.regex.parser import parse_regex
 from banister.regex.utf8 import utf8_sequences
 
@@ -19,6 +19,7 @@ __all__ = [
     "Anchor",
     "CharSet",
     "Concat",
+    "Difference",
     "Machine",
     "Node",
     "RegexDFA",
@@ -36,8 +37,8 @@ def compile_regex(
 
     ``search=False``: accepts exactly the texts the pattern matches as a whole (``^``/``$`` at the ends
     change nothing). ``search=True``: JSON Schema semantics, accepts the texts with a match anywhere;
-    ``^`` and ``$`` pin a match to the start or the end. Reads banister's ``(?~...)`` and ``(?@...)``
-    constructs too (:func:`parse_regex` with ``extensions=True``). Raises
+    ``^`` and ``$`` pin a match to the start or the end. Reads banister's ``(?~...)``, ``(?\\...)`` and
+    ``(?@...)`` constructs too (:func:`parse_regex` with ``extensions=True``). Raises
     :class:`~banister.errors.RegexError` for bad or unsupported patterns and
     :class:`~banister.errors.LimitError` past ``max_nfa_states`` NFA states (while compiling) or
     ``max_states`` DFA states (as states are materialised).

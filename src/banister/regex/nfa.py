@@ -13,7 +13,7 @@ from functools import lru_cache
 from banister.errors import LimitError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Machine, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Difference, Machine, Node, Repeat
 from banister.regex.utf8 import ByteRange, utf8_sequences
 
 Sequence = tuple[ByteRange, ...]
@@ -141,6 +141,80 @@ def _absent_plan(node: Absent) -> tuple[int, tuple[tuple[int, Ranges, int], ...]
     return len(prefixes), tuple(edges), charset.normalize((ord(c), ord(c)) for c in alphabet)
 
 
+_EXPLORE_BOUND = 1 << 20
+"""A difference's product is explored (to count its states exactly) only when at most this many states
+could be reachable; past it, :func:`nfa_size` reports that bound, more than any workable NFA limit."""
+
+
+@lru_cache(maxsize=64)
+def _byte_trie(strings: tuple[str, ...]) -> tuple[tuple[dict[int, int], ...], frozenset[int]]:
+    """The trie of the strings' UTF-8 bytes: each node's branches by byte (node 0 is the root), and the
+    nodes that end a string."""
+    children: list[dict[int, int]] = [{}]
+    ends = set()
+    for text in strings:
+        node = 0
+        for byte in text.encode("utf-8"):
+            child = children[node].get(byte)
+            if child is None:
+                child = children[node][byte] = len(children)
+                children.append({})
+            node = child
+        ends.add(node)
+    return tuple(children), frozenset(ends)
+
+
+@lru_cache(maxsize=64)
+def _difference_plan(node: Difference) -> tuple[NFA, tuple[int, ...]]:
+    """The NFA of ``node`` on its own, for :meth:`_Builder.difference`, and its final states (which lead
+    on to what follows). It is the product of the base's NFA with the strings' byte trie: a state is a
+    base state and the trie node of the text read so far, or none once the text has left the trie (only
+    the states reachable from the start are made). A final state is the base's end at anything but the
+    end of a string."""
+    inner = NFA()
+    inner.accept = inner.add_state()
+    entry = _Builder(inner).build(node.base, inner.accept)
+    children, ends = _byte_trie(node.strings)
+    left = len(children)  # the text has left the trie
+    product = NFA()
+    index: dict[tuple[int, int], int] = {}
+    todo: list[tuple[int, int]] = []
+
+    def reach(state: int, trie: int) -> int:
+        found = index.get((state, trie))
+        if found is None:
+            found = index[(state, trie)] = product.add_state()
+            todo.append((state, trie))
+        return found
+
+    product.start = reach(entry, 0)
+    finals = []
+    while todo:
+        state, trie = todo.pop()
+        here = index[(state, trie)]
+        product.eps[here].extend([reach(t, trie) for t in inner.eps[state]])
+        product.bol[here].extend([reach(t, trie) for t in inner.bol[state]])
+        product.eol[here].extend([reach(t, trie) for t in inner.eol[state]])
+        branches = children[trie] if trie < left else {}
+        edges = product.byte_edges[here]
+        for lo, hi, t in inner.byte_edges[state]:
+            for byte in sorted(b for b in branches if lo <= b <= hi):
+                if lo < byte:
+                    edges.append((lo, byte - 1, reach(t, left)))
+                edges.append((byte, byte, reach(t, branches[byte])))
+                lo = byte + 1
+            if lo <= hi:
+                edges.append((lo, hi, reach(t, left)))
+        if state == inner.accept and trie not in ends:
+            finals.append(here)
+    return product, tuple(finals)
+
+
+_EXPLORE_BOUND = 1 << 20
+"""A difference's product is built (to count its states exactly) only when at most this many states
+could be reachable; past it, :func:`nfa_size` reports that bound, more than any workable NFA limit."""
+
+
 def nfa_size(node: Node) -> int:
     """The number of states :func:`build_nfa` creates for ``node`` (checked before building)."""
     if isinstance(node, Absent):
@@ -149,6 +223,9 @@ def nfa_size(node: Node) -> int:
         return n + 1 + node.nonempty + plans + len(_char_set_plan(charset.negate(alphabet))) - 1
     if isinstance(node, CharSet):
         return len(_char_set_plan(node.ranges))
+    if isinstance(node, Difference):
+        bound = (nfa_size(node.base) + 1) * (len(_byte_trie(node.strings)[0]) + 1)
+        return bound if bound > _EXPLORE_BOUND else _difference_plan(node)[0].n_states
     if isinstance(node, Machine):
         return node.n_states + sum(nfa_size(label) for _, label, _ in node.edges)
     if isinstance(node, Concat):
@@ -216,6 +293,8 @@ class _Builder:
             return self.absent(node, nxt)
         if isinstance(node, Machine):
             return self.machine(node, nxt)
+        if isinstance(node, Difference):
+            return self.difference(node, nxt)
         return self.repeat(node, nxt)
 
     def machine(self, node: Machine, nxt: int) -> int:
@@ -227,6 +306,21 @@ class _Builder:
         for state in node.accepting:
             nfa.eps[hubs[state]].append(nxt)
         return hubs[node.start]
+
+    def difference(self, node: Difference, nxt: int) -> int:
+        """The product automaton of :func:`_difference_plan`, copied in; its final states lead to ``nxt``."""
+        nfa = self.nfa
+        plan, finals = _difference_plan(node)
+        base = nfa.n_states
+        for state in range(plan.n_states):
+            nfa.add_state()
+            nfa.byte_edges[base + state].extend((lo, hi, base + t) for lo, hi, t in plan.byte_edges[state])
+            nfa.eps[base + state].extend(base + t for t in plan.eps[state])
+            nfa.bol[base + state].extend(base + t for t in plan.bol[state])
+            nfa.eol[base + state].extend(base + t for t in plan.eol[state])
+        for state in finals:
+            nfa.eps[base + state].append(nxt)
+        return base + plan.start
 
     def absent(self, node: Absent, nxt: int) -> int:
         """The Aho-Corasick automaton itself: one NFA state per prefix, and one shared hub reading the

@@ -60,6 +60,15 @@ class Absent:
 
 
 @dataclass(frozen=True, slots=True)
+class Difference:
+    """The texts ``base`` matches other than the literal ``strings`` (banister's ``(?\\...)``): "any key
+    but these names" stays one short regex however many names there are."""
+
+    base: Node
+    strings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Machine:
     """An automaton whose edges read regexes (banister's ``(?@...)``): a text matches when it leads from
     ``start`` to a state in ``accepting`` along ``edges`` ``(source, label, target)``, each step a match
@@ -71,4 +80,4 @@ class Machine:
     edges: tuple[tuple[int, Node, int], ...]
 
 
-Node = CharSet | Concat | Alternate | Repeat | Anchor | Absent | Machine
+Node = CharSet | Concat | Alternate | Repeat | Anchor | Absent | Difference | Machine

@@ -14,7 +14,7 @@ import re
 from banister.errors import RegexError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Machine, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Difference, Machine, Node, Repeat
 from banister.regex.utf8 import MAX_CODE_POINT, SURROGATE_HI, SURROGATE_LO
 
 _BRACED = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
@@ -35,7 +35,9 @@ def parse_regex(pattern: str, *, extensions: bool = False) -> Node:
     strings ``s1``, ``s2`` occurs; ``(?~+s1|s2)`` the same but not empty; ``(?~>s1|s2)`` the texts
     whose first occurrence of any of the strings is ``s1``, at the very end. The strings are
     non-empty literals (escapes allowed; a string starting with ``+`` or ``>`` escapes it) and none
-    may occur inside another. And ``(?@[start, [accepting...], [[source, "label", target], ...]])``:
+    may occur inside another. ``(?\\base|s1|s2)``: the texts ``base`` (one alternative: group it if it
+    has more) matches other than the literal strings ``s1``, ``s2`` (the empty one allowed). And
+    ``(?@[start, [accepting...], [[source, "label", target], ...]])``:
     an automaton whose edges read the regexes ``label`` (states are numbers from 0; see
     :class:`~banister.regex.nodes.Machine`), written as JSON so labels need no escaping.
     """
@@ -161,6 +163,8 @@ class _Parser:
                 return self.absent(start)
             elif text.startswith("(?@", start) and self.extensions:
                 return self.machine(start)
+            elif text.startswith("(?\\", start) and self.extensions:
+                return self.difference(start)
             elif text.startswith("(?i)", start):
                 raise self.error("the inline flag (?i) is only supported at the very start", start)
             else:
@@ -179,11 +183,29 @@ class _Parser:
 
     def absent(self, start: int) -> Absent:
         """``(?~...)`` at ``start`` (see :func:`parse_regex`)."""
+        mode = self.text[start + 3 : start + 4]
+        mode = mode if mode in ("+", ">") else ""
+        options = self.extension_options(start, 3 + len(mode))
+        strings = [self.literal_text(option, start, "(?~...)") for option in options]
+        if not all(strings):
+            raise self.error("(?~...) takes non-empty literal strings separated by '|'", start)
+        for i, u in enumerate(strings):
+            for j, v in enumerate(strings):
+                if i != j and u in v:
+                    raise self.error(f"(?~...): {u!r} occurs inside {v!r}", start)
+        return Absent(tuple(strings), strings[0] if mode == ">" else None, mode == "+")
+
+    def difference(self, start: int) -> Difference:
+        """``(?\\...)`` at ``start`` (see :func:`parse_regex`)."""
+        base, *options = self.extension_options(start, 3)
+        return Difference(base, tuple(self.literal_text(option, start, "(?\\...)") for option in options))
+
+    def extension_options(self, start: int, skip: int) -> list[Node]:
+        """The ``|``-separated alternatives of the extension group at ``start`` whose body begins
+        ``skip`` characters in, up to its ``)``."""
         if self.ignore_case:
-            raise self.error("(?~...) is not supported with (?i)", start)
-        self.pos = start + 3
-        mode = self.peek() if self.peek() in ("+", ">") else ""
-        self.pos += len(mode)
+            raise self.error(f"{self.text[start : start + 3]}...) is not supported with (?i)", start)
+        self.pos = start + skip
         options: list[Node] = [self.alternative()]
         while self.peek() == "|":
             self.pos += 1
@@ -191,18 +213,14 @@ class _Parser:
         if self.peek() != ")":
             raise self.error("missing ')' for this group", start)
         self.pos += 1
-        strings: list[str] = []
-        for option in options:
-            items = option.items if isinstance(option, Concat) else (option,)
-            if not items or not all(isinstance(i, CharSet) and len(i.ranges) == 1 and i.ranges[0][0] == i.ranges[0][1]
-                                    for i in items):
-                raise self.error("(?~...) takes non-empty literal strings separated by '|'", start)
-            strings.append("".join(chr(i.ranges[0][0]) for i in items))  # type: ignore[union-attr]
-        for i, u in enumerate(strings):
-            for j, v in enumerate(strings):
-                if i != j and u in v:
-                    raise self.error(f"(?~...): {u!r} occurs inside {v!r}", start)
-        return Absent(tuple(strings), strings[0] if mode == ">" else None, mode == "+")
+        return options
+
+    def literal_text(self, option: Node, start: int, construct: str) -> str:
+        """The string an alternative of an extension spells (RegexError unless it is a literal)."""
+        items = option.items if isinstance(option, Concat) else (option,)
+        if not all(isinstance(i, CharSet) and len(i.ranges) == 1 and i.ranges[0][0] == i.ranges[0][1] for i in items):
+            raise self.error(f"{construct} takes literal strings separated by '|'", start)
+        return "".join(chr(i.ranges[0][0]) for i in items)  # type: ignore[union-attr]
 
     def machine(self, start: int) -> Machine:
         """``(?@...)`` at ``start`` (see :func:`parse_regex`)."""
