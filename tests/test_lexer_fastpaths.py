@@ -326,6 +326,26 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
     assert derived >= 5
 
 
+def test_nodes_are_told_apart_by_first_byte(gpt2) -> None:
+    """A derived walk drops the loop's crossings below the bytes it walks again; the trie's nodes whose
+    text starts with none of them, against each node's first byte read off the preorder arrays."""
+    from banister.parser.recognizer import _walk_caches
+
+    trie = gpt2.vocab.trie
+    first_byte, current = [], -1
+    for depth, byte in zip(trie.depth.tolist(), trie.byte.tolist()):
+        current = byte if depth == 1 else current
+        first_byte.append(current)
+    by_first = _walk_caches(gpt2.vocab)[2]
+    rng = np.random.default_rng(7)
+    for size in [0, 1, 50, 5_000, len(first_byte)]:
+        nodes = np.sort(rng.choice(len(first_byte), size, replace=False)).astype(np.int32)
+        for count in [1, 3, 64]:
+            first = np.unique(rng.integers(0, 256, count))
+            want = [i for i in nodes.tolist() if first_byte[i] not in set(first.tolist())]
+            assert by_first.not_starting_with(nodes, first).tolist() == want
+
+
 def test_front_end_regexes_are_handed_over_whole() -> None:
     """A regex the front end compiled to ask about a lexeme is completed by ``lexeme_dfa`` rather than
     compiled again; the DFA is the one a fresh compile gives, and a different state limit compiles anew."""

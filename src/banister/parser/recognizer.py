@@ -409,7 +409,7 @@ class GrammarAutomaton:
             scratch.fill(0)
             raise
         if crossings.size:
-            crossings = crossings[~np.isin(by_first.first_byte(crossings), differing)]
+            crossings = by_first.not_starting_with(crossings, differing)
             nodes = np.sort(np.concatenate([crossings, nodes]))
         return _take(scratch), nodes
 
@@ -562,15 +562,26 @@ class _FirstBytes:
 
     def __init__(self, vocab: Vocabulary) -> None:
         trie = vocab.trie
-        self._top = np.flatnonzero(trie.depth == 1).astype(np.int32)  # the root's children, in preorder
-        self._top_bytes = trie.byte[self._top].astype(np.int64)
+        top = np.flatnonzero(trie.depth == 1).astype(np.int32)  # the root's children
         self.nodes = np.full(256, -1, dtype=np.int32)
-        self.nodes[self._top_bytes] = self._top
+        self.nodes[trie.byte[top].astype(np.int64)] = top
+        self._skip = trie.skip
         self._tokens: dict[int, Tokens] = {}
 
-    def first_byte(self, nodes: np.ndarray) -> np.ndarray:
-        """The first byte of each trie node's text."""
-        return self._top_bytes[np.searchsorted(self._top, nodes, side="right") - 1]
+    def not_starting_with(self, nodes: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """The trie nodes of ``nodes`` (sorted) whose text starts with none of the bytes ``first``: in
+        preorder, the nodes below one first byte are one run, cut out by two binary searches."""
+        tops = self.nodes[first]
+        tops = tops[tops >= 0]
+        begin = np.searchsorted(nodes, tops)
+        end = np.searchsorted(nodes, self._skip[tops])
+        cut = np.flatnonzero(end > begin)
+        if not cut.size:
+            return nodes
+        keep = np.ones(nodes.size, dtype=np.bool_)
+        for a, b in zip(begin[cut].tolist(), end[cut].tolist()):
+            keep[a:b] = False
+        return nodes[keep]
 
     def tokens(self, vocab: Vocabulary, byte: int, n_words: int) -> Tokens:
         """The tokens whose text starts with ``byte``."""
