@@ -51,3 +51,25 @@ def test_vocab_size_padding_and_errors():
         Vocabulary([b"a"], eos_token_ids=[5])
     with pytest.raises(VocabularyError, match="EOS"):
         Vocabulary([b"a"], eos_token_ids=[])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=3).map(lambda b: bytes(97 + x % 4 for x in b)), min_size=1, max_size=30))
+def test_the_walk_keeps_every_id_of_a_shared_byte_string(tokens):
+    """Tokens over "abcd", so byte strings repeat: the walk kernel reads one token per node from
+    ``node_token`` and the several ids of a shared byte string from ``token_ids``; the tokens it keeps
+    for ``[ab]*c?`` are those Python's ``re`` matches in full (the language is its own prefixes)."""
+    import re
+
+    from banister.automaton import _WHOLE_TRIE, walk_tokens
+    from banister.parser.lexer import lexeme_dfa
+
+    vocab = Vocabulary(tokens + [b"<eos>"], eos_token_ids=[len(tokens)])
+    trie = vocab.trie
+    for i, ids in enumerate(np.split(trie.token_ids, trie.token_start[1:-1])):
+        assert trie.node_token[i] == (ids[0] if len(ids) == 1 else -1 if not len(ids) else -2)
+    dfa = lexeme_dfa("[ab]*c?", 100)
+    words = np.zeros((len(vocab) + 31) // 32, dtype=np.uint32)
+    walk_tokens(vocab, dfa.transitions, dfa.accepting, dfa.start, _WHOLE_TRIE, words)
+    kept = {t for t in range(len(tokens)) if words[t >> 5] >> (t & 31) & 1}
+    assert kept == {t for t, text in enumerate(tokens) if re.fullmatch(rb"[ab]*c?", text)}

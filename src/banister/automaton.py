@@ -51,7 +51,7 @@ def walk_tokens(
     touched, n_touched, nodes = found
     n_touched[0] = 0
     while True:
-        n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip,
+        n = token_walk(transitions, accepting, start, roots, trie.byte, trie.depth, trie.skip, trie.node_token,
                        trie.token_start, trie.token_ids, trie.max_depth, out_words, nodes,
                        touched, n_touched, include_roots)
         if n >= 0:

@@ -20,6 +20,7 @@ def token_walk(
     node_byte: np.ndarray,
     node_depth: np.ndarray,
     node_skip: np.ndarray,
+    node_token: np.ndarray,
     token_start: np.ndarray,
     token_ids: np.ndarray,
     max_depth: int,
@@ -34,7 +35,9 @@ def token_walk(
     ``roots[k] == -1`` walks the whole trie; otherwise the descendants of trie node ``roots[k]``,
     reading only their bytes past that node, or with ``include_roots`` the subtree rooted at that node,
     reading its bytes from the root's own (its depth's) on. ``transitions`` (int32, dead state 0) must
-    be complete for every reachable state. Every visited node whose state is ``accepting`` and that has
+    be complete for every reachable state. ``node_token`` (:attr:`TokenTrie.node_token`) names the one
+    token ending at a node, so the usual node sets its bit (or none) without a loop whose length the
+    branch predictor cannot guess: that loop was most of the time of a walk that keeps most tokens. Every visited node whose state is ``accepting`` and that has
     children is a *crossing* (a lexeme may end there and the next one begin): it is written to
     ``cross_nodes``. Returns the number of crossings, or -1 when the buffer was
     too small (the caller retries with bigger ones).
@@ -64,13 +67,23 @@ def token_walk(
                 i = node_skip[i]
                 continue
             stack[d] = s
-            for t in range(token_start[i], token_start[i + 1]):
-                tok = token_ids[t]
-                w = tok >> 5
-                if out_words[w] == 0:
+            tok = node_token[i]
+            if tok >= -1:  # no token or one: no branch on which
+                w = (tok >> 5) if tok >= 0 else 0
+                bit = (np.uint32(1) << np.uint32(tok & 31)) if tok >= 0 else np.uint32(0)
+                old = out_words[w]
+                if old == 0 and bit != 0:
                     touched[nt] = w
                     nt += 1
-                out_words[w] |= np.uint32(1) << np.uint32(tok & 31)
+                out_words[w] = old | bit
+            else:
+                for t in range(token_start[i], token_start[i + 1]):
+                    tok = token_ids[t]
+                    w = tok >> 5
+                    if out_words[w] == 0:
+                        touched[nt] = w
+                        nt += 1
+                    out_words[w] |= np.uint32(1) << np.uint32(tok & 31)
             if accepting[s] and node_skip[i] > i + 1:
                 if n_cross == capacity:
                     n_touched[0] = nt
@@ -93,6 +106,6 @@ def warm_up() -> None:
     accepting = np.zeros(2, dtype=np.bool_)
     roots = np.array([-1], dtype=np.int32)
     empty_i32 = np.zeros(0, dtype=np.int32)
-    token_walk(transitions, accepting, 1, roots, np.zeros(0, dtype=np.uint8), empty_i32, empty_i32,
+    token_walk(transitions, accepting, 1, roots, np.zeros(0, dtype=np.uint8), empty_i32, empty_i32, empty_i32,
                np.zeros(1, dtype=np.int32), empty_i32, 0, np.zeros(1, dtype=np.uint32),
                np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,6 +28,16 @@ class TokenTrie:
     @property
     def n_nodes(self) -> int:
         return int(self.byte.shape[0])
+
+    @cached_property
+    def node_token(self) -> np.ndarray:
+        """int32[n_nodes]: the token whose bytes end at each node, -1 when none, -2 when several (then
+        read ``token_ids``). Derived, not stored: what the walk kernel reads for most nodes."""
+        counts = np.diff(self.token_start)
+        out = np.where(counts == 0, -1, -2).astype(np.int32)
+        one = counts == 1
+        out[one] = self.token_ids[self.token_start[:-1][one]]
+        return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The trie as named arrays (for ``np.savez``); :meth:`from_arrays` reads them back."""
