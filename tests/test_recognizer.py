@@ -238,10 +238,13 @@ def test_a_dropped_grammar_is_freed_without_the_garbage_collector(llama_json):
     functions, not closures."""
     import gc
 
+    from banister.mask.kernels import warm_up
+
     named, _ = llama_json
     schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-zé]{0,3}(ж|ab)?$"}, "tags": {"type": "array", "items": {
         "anyOf": [{"type": "integer"}, {"enum": ["x", "y"]}]}}}, "required": ["name"]}
     bitmask = allocate_token_bitmask(1, named.vocab.vocab_size)
+    warm_up()  # loading the kernels' machine code leaves numba's ctypes types behind: process start-up
     was_enabled = gc.isenabled()
     gc.disable()
     gc.collect()

@@ -57,7 +57,7 @@ from banister.grammar.json_text import (
     signed_number_regex,
 )
 from banister.grammar.regex_text import char_class, escape_text
-from banister.parser.lexer import LexemeDFA, lexeme_dfa, lexeme_language, offer_builder, prefix_trie
+from banister.parser.lexer import LexemeDFA, lexeme_dfa, lexeme_language, offer_builder, prefix_trie, table_dtype
 from banister.regex.charset import Ranges, normalize
 
 
@@ -236,12 +236,12 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     node, parents, labels = prefix_trie(texts)
     base = string.n_states
     n = len(node)
-    table = np.zeros((base + n + 1, 256), dtype=np.int32)
+    table = np.zeros((base + n + 1, 256), dtype=table_dtype(base + n + 1))
     table[:base] = string.transitions
     table[base : base + n] = string.transitions[body]
     table[base : base + n, quote] = end
     if parents:
-        table[base + np.array(parents), labels] = np.arange(base + 1, base + n, dtype=np.int32)
+        table[base + np.array(parents), labels] = np.arange(base + 1, base + n)
     table[[base + node[text] for text in texts], quote] = 0
     table[-1, quote] = base  # the start: the opening quote leads to the root
     accepting = np.zeros(table.shape[0], dtype=np.bool_)

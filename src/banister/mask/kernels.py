@@ -34,7 +34,7 @@ def token_walk(
 
     ``roots[k] == -1`` walks the whole trie; otherwise the descendants of trie node ``roots[k]``,
     reading only their bytes past that node, or with ``include_roots`` the subtree rooted at that node,
-    reading its bytes from the root's own (its depth's) on. ``transitions`` (int32, dead state 0) must
+    reading its bytes from the root's own (its depth's) on. ``transitions`` (uint8 or int32, dead state 0) must
     be complete for every reachable state. ``node_token`` (:attr:`TokenTrie.node_token`) names the one
     token ending at a node, so the usual node sets its bit (or none) without a loop whose length the
     branch predictor cannot guess: that loop was most of the time of a walk that keeps most tokens. Every visited node whose state is ``accepting`` and that has
@@ -102,10 +102,11 @@ def warm_up() -> None:
     milliseconds; seconds when it must compile). A server or benchmark calls this once at start-up so
     that no request's first mask pays it.
     """
-    transitions = np.zeros((2, 256), dtype=np.int32)
     accepting = np.zeros(2, dtype=np.bool_)
     roots = np.array([-1], dtype=np.int32)
     empty_i32 = np.zeros(0, dtype=np.int32)
-    token_walk(transitions, accepting, 1, roots, np.zeros(0, dtype=np.uint8), empty_i32, empty_i32, empty_i32,
-               np.zeros(1, dtype=np.int32), empty_i32, 0, np.zeros(1, dtype=np.uint32),
-               np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), False)
+    for table_type in (np.uint8, np.int32):  # the two types of lexeme DFA tables
+        token_walk(np.zeros((2, 256), dtype=table_type), accepting, 1, roots, np.zeros(0, dtype=np.uint8),
+                   empty_i32, empty_i32, empty_i32, np.zeros(1, dtype=np.int32), empty_i32, 0,
+                   np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32),
+                   np.zeros(1, dtype=np.int64), False)

@@ -23,22 +23,30 @@ from banister.regex import DEAD, Alternate, CharSet, Concat, Node, RegexDFA, Rep
 _context_ids = itertools.count()
 
 
+def table_dtype(n_states: int) -> type[np.integer]:
+    """The type of a lexeme DFA's transition table: uint8 when its states fit (most lexemes: literals,
+    enums, property names), int32 otherwise. A quarter of the memory, and memory is time here: the
+    pages of a new table are faulted in as it is written, and a process builds thousands."""
+    return np.uint8 if n_states <= 256 else np.int32
+
+
 class LexemeDFA:
     """The complete DFA of one lexeme, as plain arrays (what lexer contexts and trie walks read).
 
-    ``transitions`` is int32 ``(n_states, 256)`` with no missing row (dead state 0), ``accepting`` is
-    bool ``(n_states,)``. Only the arrays are kept: the regex's NFA and subset bookkeeping would be
-    millions of small objects for the garbage collector to scan once thousands of lexemes are cached.
+    ``transitions`` is ``(n_states, 256)`` (:func:`table_dtype`) with no missing row (dead state 0),
+    ``accepting`` is bool ``(n_states,)``. Only the arrays are kept: the regex's NFA and subset
+    bookkeeping would be millions of small objects for the garbage collector to scan once thousands of
+    lexemes are cached.
     """
 
     __slots__ = ("accepting", "n_states", "start", "transitions")
 
     def __init__(self, dfa: RegexDFA) -> None:
-        table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
+        table = dfa.transitions
         if table.size and int(table.min()) < 0:
             raise RuntimeError("lexeme DFA with an unexpanded row")
         accepting = np.array(dfa.accepting, dtype=np.bool_)  # (writable: the kernels take plain arrays)
-        self.transitions = table
+        self.transitions = np.ascontiguousarray(table, dtype=table_dtype(table.shape[0]))
         self.accepting = accepting
         self.start = int(dfa.start)
         self.n_states = int(dfa.n_states)
@@ -47,7 +55,7 @@ class LexemeDFA:
     def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int) -> LexemeDFA:
         """A DFA given as its arrays (complete rows, dead state 0)."""
         self = cls.__new__(cls)
-        self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
+        self.transitions = np.ascontiguousarray(transitions, dtype=table_dtype(transitions.shape[0]))
         self.accepting = np.asarray(accepting, dtype=np.bool_)
         self.start = int(start)
         self.n_states = int(self.transitions.shape[0])
@@ -58,8 +66,8 @@ class LexemeDFA:
         """The DFA of exactly ``data``: state ``i + 1`` has read ``i`` bytes (0 is dead)."""
         self = cls.__new__(cls)
         n = len(data)
-        table = np.zeros((n + 2, 256), dtype=np.int32)
-        table[np.arange(1, n + 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(2, n + 2, dtype=np.int32)
+        table = np.zeros((n + 2, 256), dtype=table_dtype(n + 2))
+        table[np.arange(1, n + 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(2, n + 2)
         accepting = np.zeros(n + 2, dtype=np.bool_)
         accepting[n + 1] = True
         self.transitions = table
@@ -76,8 +84,8 @@ class LexemeDFA:
             return cls.from_table(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=np.bool_), DEAD)
         node, parents, labels = prefix_trie(texts)
         n = len(node) + 1
-        table = np.zeros((n, 256), dtype=np.int32)
-        table[np.array(parents, dtype=np.intp) + 1, labels] = np.arange(2, n, dtype=np.int32)
+        table = np.zeros((n, 256), dtype=table_dtype(n))
+        table[np.array(parents, dtype=np.intp) + 1, labels] = np.arange(2, n)
         accepting = np.zeros(n, dtype=np.bool_)
         accepting[[node[text] + 1 for text in texts]] = True
         return cls.from_table(table, accepting, 1)
@@ -506,7 +514,7 @@ class LexerContext:
             first = self._allocate(d.n_states - 1)
             base = first - 1
             end = first + d.n_states - 1
-            rows = d.transitions[1:]
+            rows = d.transitions[1:].astype(np.int32)  # (numbered past the lexeme's own table type)
             self._table[first:end] = np.where(rows != 0, rows + base, 0)
             if bool(d.accepting[1:].any()):
                 self.accept_id[first:end][d.accepting[1:]] = self.accept_set_id(frozenset((j,)))
