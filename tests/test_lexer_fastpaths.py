@@ -191,13 +191,14 @@ def test_context_cache_is_bounded_by_bytes(monkeypatch):
     dropped context is rebuilt equal."""
     from banister.parser import lexer
 
-    monkeypatch.setattr(lexer, "CONTEXT_CACHE_BYTES", 200_000)
     sets = [frozenset({f'"key{i}-{j}"' for j in range(3)}) for i in range(40)]
+    budget = 10 * lexer.LexerContext(sets[0], max_states=10_000).table_bytes()  # room for about ten
+    monkeypatch.setattr(lexer, "CONTEXT_CACHE_BYTES", budget)
     first = lexer.lexer_context(sets[0], 10_000)
     for patterns in sets:
         ctx = lexer.lexer_context(patterns, 10_000)
         assert lexer.lexer_context(patterns, 10_000) is ctx  # a hit while cached
-    assert lexer._context_cache_bytes <= 200_000
+    assert lexer._context_cache_bytes <= budget
     assert sum(c.table_bytes() for c in lexer._context_cache.values()) == lexer._context_cache_bytes
     again = lexer.lexer_context(sets[0], 10_000)  # dropped long ago: built anew, the same automaton
     assert again is not first and again.patterns == first.patterns
@@ -206,6 +207,22 @@ def test_context_cache_is_bounded_by_bytes(monkeypatch):
         for byte in text.encode():
             a, b = first.step(a, byte), again.step(b, byte)
             assert first.live(a) == again.live(b)
+
+
+def test_a_context_table_widens_as_its_states_outgrow_a_byte():
+    """A context's table starts as uint8 and is int32 once it numbers more than 256 states; stepping
+    it is still stepping its lexemes' own DFAs side by side."""
+    from banister.parser.lexer import lexeme_dfa
+
+    ctx = LexerContext(frozenset({"[a-z]{0,400}", "a[a-z]{0,399}b"}), max_states=10_000)
+    assert ctx._table.dtype == np.uint8
+    dfas = [lexeme_dfa(p, 10_000) for p in ctx.patterns]
+    state, alone = ctx.start, [d.start for d in dfas]
+    for byte in b"a" * 390 + b"b":
+        state = ctx.step(state, byte)
+        alone = [int(d.transitions[s, byte]) if s else 0 for d, s in zip(dfas, alone)]
+        assert dict(ctx.live(state)) == {j: s for j, s in enumerate(alone) if s}
+    assert ctx._table.dtype == np.int32 and state > 256
 
 
 PLAIN_NAMES = ["a", "ab", "abc", "b", "loc", "location", "x y", "", "name_1", "Zz~"]

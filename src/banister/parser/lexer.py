@@ -24,9 +24,10 @@ _context_ids = itertools.count()
 
 
 def table_dtype(n_states: int) -> type[np.integer]:
-    """The type of a lexeme DFA's transition table: uint8 when its states fit (most lexemes: literals,
-    enums, property names), int32 otherwise. A quarter of the memory, and memory is time here: the
-    pages of a new table are faulted in as it is written, and a process builds thousands."""
+    """The type of a transition table of ``n_states`` rows (a lexeme DFA's, a lexer context's): uint8
+    when the states fit (most lexemes: literals, enums, property names; most contexts), int32
+    otherwise. A quarter of the memory, and memory is time here: the pages of a new table are faulted
+    in as it is written, and a process builds thousands."""
     return np.uint8 if n_states <= 256 else np.int32
 
 
@@ -427,7 +428,7 @@ class LexerContext:
             self._block_base[0] = 0
             self.start = d.start
             return
-        self._table = np.zeros((16, 256), dtype=np.int32)
+        self._table = np.zeros((16, 256), dtype=table_dtype(16))
         self.accept_id = np.full(16, -1, dtype=np.int32)
         self._expanded = bytearray(16)
         self._expanded[DEAD] = 1  # the dead state's row is all dead
@@ -533,7 +534,7 @@ class LexerContext:
         capacity = self._table.shape[0]
         if need > capacity:
             capacity = max(need, 2 * capacity)
-            table = np.zeros((capacity, 256), dtype=np.int32)
+            table = np.zeros((capacity, 256), dtype=table_dtype(capacity))
             table[:first] = self._table[:first]
             accept_id = np.full(capacity, -1, dtype=np.int32)
             accept_id[:first] = self.accept_id[:first]
