@@ -271,6 +271,34 @@ def test_front_end_offers_the_key_exclusion_builder():
     assert direct.n_states <= _builders[pattern][1]  # the offer's bound holds
 
 
+def test_a_key_exclusion_walks_its_string_states_as_the_string_lexeme(gpt2):
+    """The key-exclusion DFA is grafted onto the string's: those states keep their numbers and rows,
+    so their walks are the string lexeme's, made once for every object schema (a new set of names
+    used to walk the open string's whole trie again at its first key)."""
+    from banister.automaton import _WHOLE_TRIE
+    from banister.grammar.json_build import _keys_except_dfa
+    from banister.grammar.json_text import ANY_CHAR
+    from banister.parser.lexer import lexeme_dfa
+    from banister.parser.recognizer import GrammarAutomaton
+
+    string = '"' + ANY_CHAR + '*"'
+    keys = _keys_except_dfa(("alpha", "beta"), string, 10_000)
+    shared, count = keys.shares
+    plain = lexeme_dfa(shared, 10_000)
+    assert shared == string and count == plain.n_states
+    assert np.array_equal(keys.transitions[:count], plain.transitions)
+    assert np.array_equal(keys.accepting[:count], plain.accepting)
+    from banister.grammar.json_schema import json_schema_to_grammar
+
+    grammar = json_schema_to_grammar({"type": "object", "properties": {"alpha": {}, "beta": {}}})
+    pattern = json_keys_except(["alpha", "beta"])  # the front end offered its builder
+    assert Lexeme(pattern) in grammar.lexemes and lexeme_dfa(pattern, 10_000).shares == (string, count)
+    automaton = GrammarAutomaton(grammar, gpt2.vocab)
+    inside = int(plain.transitions[plain.start, ord('"')])
+    assert automaton._lexeme_walk(pattern, inside, _WHOLE_TRIE, b"") is automaton._lexeme_walk(
+        string, inside, _WHOLE_TRIE, b"")
+
+
 def test_a_grammar_builds_offered_and_finite_lexemes_only_when_a_mask_needs_them(gpt2):
     from banister.compiler import CompiledGrammar
     from banister.grammar.json_schema import json_schema_to_grammar

@@ -227,7 +227,8 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     compiler: the trie of the names grafted onto the DFA of ``any_string`` (any JSON string). A trie
     node reads its branches' bytes, ends the key on ``"`` unless it spells a name, and reads any other
     byte as the string's body would: a character no branch takes (its raw byte, an escape, a UTF-8
-    sequence: a plain name's characters are only ever written raw) leaves the names for good."""
+    sequence: a plain name's characters are only ever written raw) leaves the names for good. The
+    string's states keep their numbers, so their trie walks are the string's (``shares``)."""
     string = lexeme_dfa(any_string, max_states)
     quote = ord('"')
     body = int(string.transitions[string.start, quote])
@@ -246,7 +247,7 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     table[-1, quote] = base  # the start: the opening quote leads to the root
     accepting = np.zeros(table.shape[0], dtype=np.bool_)
     accepting[:base] = string.accepting
-    return LexemeDFA.from_table(table, accepting, table.shape[0] - 1)
+    return LexemeDFA.from_table(table, accepting, table.shape[0] - 1, shares=(any_string, base))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -38,9 +38,13 @@ class LexemeDFA:
     ``accepting`` is bool ``(n_states,)``. Only the arrays are kept: the regex's NFA and subset
     bookkeeping would be millions of small objects for the garbage collector to scan once thousands of
     lexemes are cached.
+
+    ``shares`` is ``(pattern, n)`` when states ``1..n-1`` are, row for row, those of lexeme
+    ``pattern``'s DFA (a builder grafted this DFA onto that one), else None: the trie walks of those
+    states are that lexeme's, walked once for every lexeme grafted onto it.
     """
 
-    __slots__ = ("accepting", "n_states", "start", "transitions")
+    __slots__ = ("accepting", "n_states", "shares", "start", "transitions")
 
     def __init__(self, dfa: RegexDFA) -> None:
         table = dfa.transitions
@@ -51,15 +55,18 @@ class LexemeDFA:
         self.accepting = accepting
         self.start = int(dfa.start)
         self.n_states = int(dfa.n_states)
+        self.shares: tuple[str, int] | None = None
 
     @classmethod
-    def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int) -> LexemeDFA:
+    def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int, *,
+                   shares: tuple[str, int] | None = None) -> LexemeDFA:
         """A DFA given as its arrays (complete rows, dead state 0)."""
         self = cls.__new__(cls)
         self.transitions = np.ascontiguousarray(transitions, dtype=table_dtype(transitions.shape[0]))
         self.accepting = np.asarray(accepting, dtype=np.bool_)
         self.start = int(start)
         self.n_states = int(self.transitions.shape[0])
+        self.shares = shares
         return self
 
     @classmethod
@@ -75,6 +82,7 @@ class LexemeDFA:
         self.accepting = accepting
         self.start = 1
         self.n_states = n + 2
+        self.shares = None
         return self
 
     @classmethod

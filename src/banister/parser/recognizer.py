@@ -357,8 +357,11 @@ class GrammarAutomaton:
         hit = self._lexeme_walks.get(key)
         if hit is None:
             dfa = lexeme_dfa(pattern, self._max_states)
-            derive = roots is _WHOLE_TRIE and dfa.n_states > _LOOP_MIN_STATES
-            hit = self._walk_from_loop(pattern, dfa, state) if derive else None
+            if dfa.shares is not None and state < dfa.shares[1]:  # another lexeme's state: its walk
+                hit = self._lexeme_walk(dfa.shares[0], state, roots, roots_key)
+            else:
+                derive = roots is _WHOLE_TRIE and dfa.n_states > _LOOP_MIN_STATES
+                hit = self._walk_from_loop(pattern, dfa, state) if derive else None
             if hit is None:
                 scratch = _scratch(self._words)
                 try:
