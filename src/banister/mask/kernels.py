@@ -34,13 +34,15 @@ def token_walk(
 
     ``roots[k] == -1`` walks the whole trie; otherwise the descendants of trie node ``roots[k]``,
     reading only their bytes past that node, or with ``include_roots`` the subtree rooted at that node,
-    reading its bytes from the root's own (its depth's) on. ``transitions`` (uint8 or int32, dead state 0) must
-    be complete for every reachable state. ``node_token`` (:attr:`TokenTrie.node_token`) names the one
-    token ending at a node, so the usual node sets its bit (or none) without a loop whose length the
-    branch predictor cannot guess: that loop was most of the time of a walk that keeps most tokens. Every visited node whose state is ``accepting`` and that has
-    children is a *crossing* (a lexeme may end there and the next one begin): it is written to
-    ``cross_nodes``. Returns the number of crossings, or -1 when the buffer was
-    too small (the caller retries with bigger ones).
+    reading its bytes from the root's own (its depth's) on. ``transitions`` (uint8 or int32, dead
+    state 0) must be complete for every reachable state. Every visited node whose state is
+    ``accepting`` and that has children is a *crossing* (a lexeme may end there and the next one
+    begin): it is written to ``cross_nodes``. Returns the number of crossings, or -1 when the buffer
+    was too small (the caller retries with bigger ones).
+
+    ``node_token`` (:attr:`TokenTrie.node_token`) names the one token ending at a node, so the usual
+    node sets its bit (or none) without a loop whose length the branch predictor cannot guess: that
+    loop was most of the time of a walk that keeps most tokens.
 
     Every word of ``out_words`` that goes from zero to non-zero is appended to ``touched`` (room for
     every word), at ``n_touched[0]``, which is advanced: with an all-zero ``out_words`` the caller

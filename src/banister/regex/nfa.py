@@ -141,11 +141,6 @@ def _absent_plan(node: Absent) -> tuple[int, tuple[tuple[int, Ranges, int], ...]
     return len(prefixes), tuple(edges), charset.normalize((ord(c), ord(c)) for c in alphabet)
 
 
-_EXPLORE_BOUND = 1 << 20
-"""A difference's product is explored (to count its states exactly) only when at most this many states
-could be reachable; past it, :func:`nfa_size` reports that bound, more than any workable NFA limit."""
-
-
 @lru_cache(maxsize=64)
 def _byte_trie(strings: tuple[str, ...]) -> tuple[tuple[dict[int, int], ...], frozenset[int]]:
     """The trie of the strings' UTF-8 bytes: each node's branches by byte (node 0 is the root), and the
