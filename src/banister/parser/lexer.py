@@ -553,15 +553,18 @@ class LexerContext:
         return first
 
     def _expand(self, state: int) -> None:
-        """Compute the row of an explored state: its live lexemes' rows, combined byte by byte."""
+        """Compute the row of an explored state: its live lexemes' rows, combined byte by byte. The
+        distinct columns (what each byte leads every live lexeme to) are found with a dict: a few
+        times faster than ``np.unique(..., axis=1)`` on 256 columns, and this runs as text is
+        accepted."""
         with self._lock:
             if self._expanded[state]:
                 return
             live = self._live[state]
             lexemes = [j for j, _ in live]
-            rows = np.stack([self._comps[j].transitions[s] for j, s in live])  # (live lexemes, 256)
-            combos, inverse = np.unique(rows, axis=1, return_inverse=True)
-            ids = [self._intern(tuple((j, t) for j, t in zip(lexemes, combo) if t))
-                   for combo in combos.T.tolist()]
-            self._table[state] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
+            combos: dict[tuple[int, ...], int] = {}
+            columns = zip(*[self._comps[j].transitions[s].tolist() for j, s in live])
+            inverse = [combos.setdefault(column, len(combos)) for column in columns]
+            ids = [self._intern(tuple((j, t) for j, t in zip(lexemes, combo) if t)) for combo in combos]
+            self._table[state] = np.asarray(ids, dtype=np.int32)[inverse]
             self._expanded[state] = 1
