@@ -68,19 +68,23 @@ def test_table_json_and_extras_on_gpt2(sample, tmp_path):
     a, b = (t.summary() for t in tallies)
     assert a["passing"] == b["passing"] and a["tokens"] == b["tokens"] > 0
     assert set(a["mask_us"]) == {"p50", "p90", "p99", "p99.9", "p100"} and set(a["ttfm_us"]) == {"p50", "p90", "p99"}
+    assert set(a["accept_us"]) == {"p50", "p99"} and 0 < a["accept_us"]["p50"] <= a["accept_us"]["p99"]
+    assert len(tallies[0].accept_us) <= tallies[0].tokens  # one per allowed token
     jf = a["jump_forward"]
     assert 0 <= jf["forced"] <= jf["tokens"] and 0 <= jf["share"] <= 1 and jf["forced"] > 0  # JSON forces keys
     mem = a["memory_kib"]
     assert 0 < mem["grammars"] <= tallies[0].schemas - tallies[0].compile_errors  # records with tests
     assert 0 < mem["retained"]["p50"] <= mem["peak"]["p100"]
     table = format_table(tallies)
-    for column in ("ttfm p99 us", "mask p99.9 us", "mask max us", "compile err", "valid rej", "invalid acc"):
+    for column in ("ttfm p99 us", "mask p99.9 us", "mask max us", "accept p99 us", "compile err", "valid rej",
+                   "invalid acc"):
         assert column in table
     assert "banister / banister: ttfm p50" in table and "jump-forward" in table and "memory per compiled" in table
     assert set(ratios(tallies)["banister"]) == {f"{k} {q}" for k, q in
                                                 [("ttfm_us", "p50"), ("ttfm_us", "p90"), ("ttfm_us", "p99"),
                                                  ("mask_us", "p50"), ("mask_us", "p90"), ("mask_us", "p99"),
-                                                 ("mask_us", "p99.9"), ("mask_us", "p100")]}
+                                                 ("mask_us", "p99.9"), ("mask_us", "p100"), ("accept_us", "p50"),
+                                                 ("accept_us", "p99")]}
     out = tmp_path / "out.json"
     assert main_maskbench(str(MASKBENCH_DEV), "gpt2", ["banister"], limit=2, split=None, json_out=str(out),
                           show_failures=0, extras=False) == 0
