@@ -3,9 +3,9 @@
 For each record and engine: compile the schema (a failure counts as a compile error and the schema
 does not pass); for each test instance, the text is ``json.dumps(data, ensure_ascii=False)`` tokenised
 without special tokens; before each token the engine fills a mask, the token must be allowed, then it
-is accepted (both timed: a token costs a mask and an accept). A valid instance must get through every token and end complete (EOS allowed); an invalid
-one must be refused somewhere (a token outside the mask, or an incomplete end). A schema passes when
-all its instances are classified right.
+is accepted (both timed: a token costs a mask and an accept). A valid instance must get through every
+token and end complete (EOS allowed); an invalid one must be refused somewhere (a token outside the
+mask, or an incomplete end). A schema passes when all its instances are classified right.
 
 Two measurements ride along for banister only, outside the timed loop: the jump-forward share (of
 the tokens of the valid instances, how many lie entirely inside bytes the grammar forces at that
