@@ -108,17 +108,31 @@ def canon(value: Any) -> Any:
 
 def _hash_once(cls: type) -> type:
     """Remember a frozen dataclass's hash on the instance: shapes and terms key the memos of emptiness
-    and expansion, and a shape's generated hash would rehash its four terms, field by field, each time."""
-    computed = cls.__hash__
+    and expansion, and a shape's generated hash would rehash its four terms, field by field, each time.
+    Equality then answers from identity, or from two remembered hashes that differ, before it compares
+    field by field (equal values hash alike)."""
+    computed_hash = cls.__hash__
+    computed_eq = cls.__eq__
 
     def __hash__(self: Any) -> int:
         found = self.__dict__.get("_hash")
         if found is None:
-            found = computed(self)
+            found = computed_hash(self)
             object.__setattr__(self, "_hash", found)
         return found
 
+    def __eq__(self: Any, other: Any) -> Any:
+        if self is other:
+            return True
+        mine = self.__dict__.get("_hash")
+        if mine is not None and other.__class__ is self.__class__:
+            theirs = other.__dict__.get("_hash")
+            if theirs is not None and theirs != mine:
+                return False
+        return computed_eq(self, other)
+
     cls.__hash__ = __hash__  # type: ignore[assignment]
+    cls.__eq__ = __eq__  # type: ignore[assignment]
     return cls
 
 
@@ -273,10 +287,10 @@ class Shape:
 
     types: frozenset[str]
     boolean: frozenset[bool] = frozenset({True, False})
-    number: NumTerm = field(default_factory=lambda: _DEFAULT_TERMS["number"])  # type: ignore[assignment]
-    string: StrTerm = field(default_factory=lambda: _DEFAULT_TERMS["string"])  # type: ignore[assignment]
-    array: ArrTerm = field(default_factory=lambda: _DEFAULT_TERMS["array"])  # type: ignore[assignment]
-    object: ObjTerm = field(default_factory=lambda: _DEFAULT_TERMS["object"])  # type: ignore[assignment]
+    number: NumTerm = _DEFAULT_NUM
+    string: StrTerm = _DEFAULT_STR
+    array: ArrTerm = _DEFAULT_ARR
+    object: ObjTerm = _DEFAULT_OBJ
     narrowed: str | None = field(default=None, compare=False)
     """Pointer of an ``unevaluated*`` keyword applied with under-approximated annotations: the shape may
     be narrower than the schema, so it has no complement here."""
