@@ -419,3 +419,71 @@ def _completed(dfa):
         dfa.step(state, 0)
         state += 1
     return dfa
+
+
+def _same_language(fast: LexemeDFA, pattern: str) -> bool:
+    """Whether a table DFA accepts exactly what the regex compiler's DFA of ``pattern`` does (both
+    explored together over every byte)."""
+    regex = compile_regex(pattern)
+    seen = {(fast.start, regex.start)}
+    todo = list(seen)
+    while todo:
+        mine, theirs = todo.pop()
+        if bool(fast.accepting[mine]) != (theirs != DEAD and regex.is_accepting(theirs)):
+            return False
+        for byte in range(256):
+            a = int(fast.transitions[mine, byte])
+            b = regex.step(theirs, byte) if theirs != DEAD else DEAD
+            if (a == DEAD) != (b == DEAD):
+                return False
+            if a != DEAD and (a, b) not in seen:
+                seen.add((a, b))
+                todo.append((a, b))
+    return True
+
+
+@settings(max_examples=40, deadline=None)
+@given(unit=st.sampled_from(["(?:ab|c)", "[0-9]", "é", "(?:x|yz|\\u{1F600})"]), low=st.integers(0, 4),
+       extra=st.one_of(st.none(), st.integers(0, 3)), before=st.sampled_from([b"", b'"', b"<<"]),
+       after=st.sampled_from([b"", b'"', b">>"]))
+def test_a_counted_run_is_the_regex_of_its_repeat(unit, low, extra, before, after):
+    """``LexemeDFA.counted`` lays a unit's DFA out once per count; the regex ``before unit{low,high}
+    after`` is its definition."""
+    high = None if extra is None else low + extra
+    if low == 0 and not (before or after):
+        return  # matches the empty string: never a lexeme
+    from banister.parser.lexer import lexeme_dfa
+
+    unit_dfa = lexeme_dfa(unit, 10_000)
+    dfa = LexemeDFA.counted(unit_dfa, low, high, before, after)
+    quant = f"{{{low},}}" if high is None else f"{{{low},{high}}}"
+    pattern = escape_text(before.decode()) + f"(?:{unit}){quant}" + escape_text(after.decode())
+    assert dfa.n_states == LexemeDFA.counted_states(unit_dfa, low, high, before, after)
+    assert _same_language(dfa, pattern), pattern
+
+
+def test_a_counted_run_refuses_a_unit_that_goes_on_after_accepting():
+    from banister.parser.lexer import lexeme_dfa
+
+    with pytest.raises(ValueError):
+        LexemeDFA.counted(lexeme_dfa("ab?", 100), 0, 3)
+    with pytest.raises(ValueError):
+        LexemeDFA.counted(lexeme_dfa("[0-9]", 100), 0, 3, after=b"1")
+
+
+def test_string_length_runs_are_built_from_the_character_dfa():
+    """A string with length bounds is runs of at most ``max_lexeme_repeat`` characters; the front end
+    offers each run's layered DFA, which the grammar then uses (not the regex compiler's)."""
+    from banister.grammar.json_schema import json_schema_to_grammar
+    from banister.grammar.json_text import ANY_CHAR
+    from banister.parser.lexer import _builders, lexeme_dfa
+
+    grammar = json_schema_to_grammar({"type": "string", "minLength": 3, "maxLength": 40})
+    runs = [lex.pattern for lex in grammar.lexemes if ANY_CHAR in lex.pattern]
+    assert len(runs) == 3  # the opening run of 32, the closing run of 0..8, and the short-string run
+    for pattern in runs:
+        assert pattern in _builders
+        built = lexeme_dfa(pattern, 10_000)
+        assert built.n_states == _builders[pattern][1]
+        if built.n_states < 200:  # the long runs cost seconds to explore against the regex
+            assert _same_language(built, pattern), pattern

@@ -250,6 +250,11 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     return LexemeDFA.from_table(table, accepting, table.shape[0] - 1, shares=(any_string, base))
 
 
+def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, max_states: int) -> LexemeDFA:
+    """The DFA of a run of JSON string characters (see ``JsonGrammarBuilder._run``)."""
+    return LexemeDFA.counted(lexeme_dfa(ANY_CHAR, max_states), low, high, before, after)
+
+
 @functools.lru_cache(maxsize=1024)
 def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, integer: bool, nonint: bool,
                       fraction: str | None, mult: tuple[Fraction, ...], nonmult: tuple[Fraction, ...],
@@ -520,8 +525,8 @@ class JsonGrammarBuilder:
         """Strings of ``low..high`` characters; long runs are split into blocks of whole lexemes."""
         block = self.s.max_lexeme_repeat
         if (high is not None and high <= block) or (high is None and low <= block):
-            return self._lex('"' + _repeat(ANY_CHAR, low, high) + '"')
-        full = self._lex(_repeat(ANY_CHAR, block, block))
+            return self._run(low, high, b'"', b'"')
+        full = self._run(block, block, b"", b"")
         last = (high // block) if high is not None else -(-low // block)
         names = [self.r.fresh("len") for _ in range(last + 1)]
         for k, name in enumerate(names):
@@ -529,13 +534,22 @@ class JsonGrammarBuilder:
             r_lo = max(0, low - k * block)
             r_hi = block - 1 if high is None else min(block - 1, high - k * block)
             if r_lo <= r_hi:
-                alts.append((self._lex(_repeat(ANY_CHAR, r_lo, r_hi) + '"'),))
+                alts.append((self._run(r_lo, r_hi, b"", b'"'),))
             if k < last:
                 alts.append((full, Ref(names[k + 1])))
             elif high is None:
                 alts.append((full, Ref(name)))
             self.r.define(name, alts)
         return self.r.add("string", [(self.quote, Ref(names[0]))])
+
+    def _run(self, low: int, high: int | None, before: bytes, after: bytes) -> Lexeme:
+        """``low`` to ``high`` characters of a JSON string between ``before`` and ``after`` (quotes or
+        nothing), as one lexeme whose DFA is offered to be built layer by layer (``LexemeDFA.counted``)."""
+        pattern = before.decode() + _repeat(ANY_CHAR, low, high) + after.decode()
+        unit = lexeme_dfa(ANY_CHAR, 1 << 16)
+        offer_builder(pattern, functools.partial(_run_dfa, low, high, before, after),
+                      LexemeDFA.counted_states(unit, low, high, before, after))
+        return self._lex(pattern)
 
     def _dfa_rules(self, dfa: CharDFA, label: Any, close: Lexeme | None, prefix: str) -> Symbol | None:
         """A DFA with no short regex (between ``close`` quotes, if given): one ``(?@...)`` lexeme when it
