@@ -487,3 +487,21 @@ def test_string_length_runs_are_built_from_the_character_dfa():
         assert built.n_states == _builders[pattern][1]
         if built.n_states < 200:  # the long runs cost seconds to explore against the regex
             assert _same_language(built, pattern), pattern
+
+
+def test_a_context_state_is_stepped_byte_by_byte_before_it_gets_its_row():
+    """Accepted text makes only the successors it reads; a state stepped by more than LAZY_BYTES bytes
+    gets its whole row, which agrees with the successors made one at a time."""
+    from banister.parser.lexer import LAZY_BYTES
+
+    ctx = LexerContext(frozenset(['"alpha"', '"beta"', '"gamma"', '"[a-z]{1,12}"']), max_states=1000)
+    inside = ctx.step(ctx.start, ord('"'))
+    made = {b: ctx.step(inside, b) for b in b"abg"}
+    assert not ctx._expanded[inside] and ctx._cells_made[inside] == 3
+    row = ctx.row(inside)
+    assert ctx._expanded[inside] and inside not in ctx._cells_made and all(k >> 8 != inside for k in ctx._cells)
+    assert all(int(row[b]) == t for b, t in made.items()) and int(row[ord("0")]) == DEAD
+    other = ctx.step(inside, ord("a"))
+    for b in range(ord("a"), ord("a") + LAZY_BYTES + 1):
+        ctx.step(other, b)
+    assert ctx._expanded[other] and other not in ctx._cells_made

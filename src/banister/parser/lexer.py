@@ -394,6 +394,10 @@ def _literal_bytes(pattern: str) -> bytes | None:
 _BLOCK_STATES = 256
 """Lexeme DFAs up to this many states are embedded whole in a context when first reached (see
 :class:`LexerContext`); bigger ones are explored state by state."""
+LAZY_BYTES = 16
+"""A context state gets its successors one byte at a time, as text steps it, until more than this many
+bytes have stepped it; then its whole row (see :meth:`LexerContext.step`). Bounds what the per-byte
+successors hold."""
 
 
 CONTEXT_CACHE_BYTES = 256 << 20
@@ -479,6 +483,8 @@ class LexerContext:
         self._blocks: list[tuple[int, int, int, int]] = []  # (first number, end, lexeme, base)
         self._block_base: dict[int, int] = {}
         self._live_bytes: dict[int, bytes] = {}
+        self._cells: dict[int, int] = {}  # successors made one byte at a time, by state << 8 | byte (see step)
+        self._cells_made: dict[int, int] = {}  # how many, by state
         if len(self._comps) == 1 and self._small[0]:  # one lexeme: its DFA is the context, no copy
             d = self._comps[0]
             self._table = d.transitions
@@ -501,10 +507,30 @@ class LexerContext:
     # -- reading ------------------------------------------------------------------------------------------
 
     def step(self, state: int, byte: int) -> int:
-        """The state after reading ``byte`` in ``state`` (0: no lexeme can go on)."""
-        if not self._expanded[state]:
-            self._expand(state)
-        return int(self._table[state, byte])
+        """The state after reading ``byte`` in ``state`` (0: no lexeme can go on).
+
+        Accepted text steps a state one byte at a time, so in a state whose row is not made yet only
+        this byte's successor is: the whole row would number the successor of every byte (at a key's
+        first byte, embedding the DFA of every property name). A state stepped by more than
+        ``LAZY_BYTES`` different bytes gets its whole row."""
+        if self._expanded[state]:
+            return int(self._table[state, byte])
+        found = self._cells.get(state << 8 | byte)
+        return self._make_cell(state, byte) if found is None else found
+
+    def _make_cell(self, state: int, byte: int) -> int:
+        """Make the successor of one byte in a state without its row (see :meth:`step`)."""
+        with self._lock:
+            if not self._expanded[state]:
+                made = self._cells_made[state] = self._cells_made.get(state, 0) + 1
+                if made <= LAZY_BYTES:
+                    live = self._live[state]
+                    found = self._cells[state << 8 | byte] = self._intern(
+                        tuple((j, t) for j, s in live if (t := int(self._comps[j].transitions[s, byte])))
+                    )
+                    return found
+                self._expand(state)
+            return int(self._table[state, byte])
 
     def row(self, state: int) -> np.ndarray:
         """The successors of ``state`` by byte (int32, 256 entries; read-only use)."""
@@ -622,3 +648,6 @@ class LexerContext:
             ids = [self._intern(tuple((j, t) for j, t in zip(lexemes, combo) if t)) for combo in combos]
             self._table[state] = np.asarray(ids, dtype=np.int32)[inverse]
             self._expanded[state] = 1
+            if self._cells_made.pop(state, None):
+                for byte in range(256):
+                    self._cells.pop(state << 8 | byte, None)
