@@ -569,8 +569,9 @@ class LexerContext:
         return found
 
     def table_bytes(self) -> int:
-        """Bytes of the arrays this context holds (what the process-wide cache of contexts counts)."""
-        return self._table.nbytes + self.accept_id.nbytes
+        """Bytes of the arrays this context holds, and about what its per-byte successors take (what the
+        process-wide cache of contexts counts)."""
+        return self._table.nbytes + self.accept_id.nbytes + 72 * len(self._cells)
 
     # -- exploring ----------------------------------------------------------------------------------------
 
