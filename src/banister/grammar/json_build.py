@@ -641,10 +641,14 @@ class JsonGrammarBuilder:
         final: Any,
         moves: Any,
         kind: Literal["array", "object"],
+        skip: Any = None,
     ) -> Symbol:
         """Bracketed, comma-separated members driven by states: ``moves(state)`` lists (member symbol,
-        next state); the sequence may close in a state where ``final(state)``. ``kind`` picks the
-        brackets and the state limit (``max_array_states`` or ``max_object_states``)."""
+        next state); the sequence may close in a state where ``final(state)``. ``skip(state)``, if
+        given, is a state whose members may come next instead, or None (an optional property left
+        out: each position then offers its own member or the next position's, a rule of two
+        alternatives rather than one per later member). ``kind`` picks the brackets and the state
+        limit (``max_array_states`` or ``max_object_states``)."""
         if kind == "array":
             open_, close, empty, limit = self.open_arr, self.close_arr, self.empty_arr, self.s.max_array_states
         else:
@@ -669,11 +673,15 @@ class JsonGrammarBuilder:
         while todo:
             is_first, state = todo.popleft()
             steps = moves(state)
+            later = None if skip is None else skip(state)
             if is_first:
-                self.r.define(first[state].name, [(sym, ref(after, nxt)) for sym, nxt in steps if sym is not None])
+                member: list[tuple[Symbol | None, ...]] = [(sym, ref(after, nxt)) for sym, nxt in steps if sym is not None]
+                if later is not None:
+                    member.append((ref(first, later),))
+                self.r.define(first[state].name, member)
             else:
                 more: list[tuple[Symbol | None, ...]] = [(close,)] if final(state) else []
-                if steps:
+                if steps or later is not None:
                     more.append((self.comma, ref(first, state)))
                 self.r.define(after[state].name, more)
         return self.r.add("seq", alts)
@@ -763,7 +771,7 @@ class JsonGrammarBuilder:
             return None
         extra = self._cached(("extra", t.rules, t.exists, tuple(sorted(names))), lambda: self._extra_members(t, names))
         tracked = sorted({x for a, bs in t.deps for x in (a, *bs)})
-        cap = t.max_props if t.max_props is not None else max(t.min_props, 1)
+        cap = t.max_props if t.max_props is not None else t.min_props  # counts past it change nothing
         done = (1 << len(t.exists)) - 1
 
         def deps_ok(present: frozenset[str]) -> bool:
@@ -782,21 +790,26 @@ class JsonGrammarBuilder:
             return not required_from[i] and c >= t.min_props and deps_ok(present) and bits == done
 
         def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
-            # Skipping optional names is folded in: a move emits the next present member.
+            # The member of the name at position i (or, past the names, any other key's).
             i, c, present, bits = state
             if t.max_props is not None and c >= t.max_props:
                 return []
-            out: list[tuple[Symbol | None, tuple]] = []
-            for j in range(i, n_names):
-                name = names[j]
-                now = present | {name} if name in tracked else present
-                out += [(sym, (j + 1, min(c + 1, cap), now, bits | b)) for sym, b in members[name]]
-                if name in t.required:
-                    return out
-            out += [(sym, (n_names, min(c + 1, cap), present, bits | b)) for sym, b in extra]
-            return out
+            if i == n_names:
+                return [(sym, (n_names, min(c + 1, cap), present, bits | b)) for sym, b in extra]
+            name = names[i]
+            now = present | {name} if name in tracked else present
+            return [(sym, (i + 1, min(c + 1, cap), now, bits | b)) for sym, b in members[name]]
 
-        return self._sequence((0, 0, frozenset(), 0), final, moves, "object")
+        def skip(state: tuple) -> tuple | None:
+            # An optional name left out: the next position's members instead.
+            i, c, present, bits = state
+            if i == n_names or names[i] in t.required or (t.max_props is not None and c >= t.max_props):
+                return None
+            if i + 1 == n_names and not extra:
+                return None
+            return (i + 1, c, present, bits)
+
+        return self._sequence((0, 0, frozenset(), 0), final, moves, "object", skip)
 
     def _variants(self, base: Node, witness: list[tuple[int, Node]], make: Any) -> list[tuple[Symbol, int]]:
         """A member's symbols: the plain one, and one per subset of the obligations it can meet (its
