@@ -178,11 +178,6 @@ class ParseState:
         self.accepting = accepting
         self.mask_memo: dict | None = None  # the recogniser's memo of masks from this state
 
-    def waiting_for(self, nonterminal: int) -> list[int]:
-        """Items of this set whose next symbol is ``nonterminal`` (to advance when it completes)."""
-        base = self.index << _DOT_BITS
-        return [*self._waiting.get(nonterminal, ()), *[base | d for d in self._predicted.waiting.get(nonterminal, ())]]
-
     def scanning(self, lexemes: frozenset[int]) -> list[int]:
         """Items of this set advanced over a lexeme in ``lexemes``."""
         base = self.index << _DOT_BITS
@@ -246,7 +241,7 @@ class EarleyParser:
         waiting for a nonterminal, items expecting a lexeme (the state's tables, built in one pass).
         """
         t = self.tables
-        next_symbol = t.next_symbol
+        next_symbol, lhs = t.next_symbol, t.lhs
         nullable = t.nullable
         items = set(kernel)
         agenda = list(items)
@@ -259,10 +254,19 @@ class EarleyParser:
             dotted = it & _DOT_MASK
             sym = next_symbol[dotted]
             if sym is None:
+                # Advance the items of the origin's set that wait for this item's nonterminal: its own
+                # (dynamic) ones, then its predicted ones, which carry the origin as theirs.
                 origin = it >> _DOT_BITS
                 at = tail[origin - tail_from] if origin >= tail_from else chunks[origin >> _CHUNK_BITS][origin & (_CHUNK - 1)]
-                for parent in at.waiting_for(t.lhs[dotted]):
+                nt = lhs[dotted]
+                for parent in at._waiting.get(nt, ()):
                     parent += 1
+                    if parent not in items:
+                        items.add(parent)
+                        agenda.append(parent)
+                base = (origin << _DOT_BITS) + 1
+                for d in at._predicted.waiting.get(nt, ()):
+                    parent = base + d
                     if parent not in items:
                         items.add(parent)
                         agenda.append(parent)
