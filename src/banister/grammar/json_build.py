@@ -93,6 +93,10 @@ class BuildOptions:
     deadline: float
 
 
+Piece = tuple[Symbol, ...]
+"""The symbols of one member of an array or object, written into the sequence's rules."""
+
+
 class _Rules:
     """Rules under construction, with lexeme checks and the final clean-up."""
 
@@ -609,7 +613,7 @@ class JsonGrammarBuilder:
                     return False
             return True
 
-        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+        def moves(state: tuple) -> list[tuple[Piece, tuple]]:
             n, counts = state
             if t.max_items is not None and n >= t.max_items:
                 return []
@@ -630,7 +634,9 @@ class JsonGrammarBuilder:
                 new_counts = tuple(min(k + d, cap) for k, d, cap in zip(counts, ks, caps))
                 if any(c.max is not None and k > c.max for c, k in zip(counted + claimed, new_counts)):
                     continue
-                out.append((self.symbol(node), (min(n + 1, top), new_counts)))
+                item = self.symbol(node)
+                if item is not None:
+                    out.append(((item,), (min(n + 1, top), new_counts)))
             return out
 
         return self._sequence((0, tuple(0 for _ in caps)), final, moves, "array")
@@ -643,8 +649,8 @@ class JsonGrammarBuilder:
         kind: Literal["array", "object"],
         skip: Any = None,
     ) -> Symbol:
-        """Bracketed, comma-separated members driven by states: ``moves(state)`` lists (member symbol,
-        next state); the sequence may close in a state where ``final(state)``. ``skip(state)``, if
+        """Bracketed, comma-separated members driven by states: ``moves(state)`` lists (a member's
+        symbols, next state); the sequence may close in a state where ``final(state)``. ``skip(state)``, if
         given, is a state whose members may come next instead, or None (an optional property left
         out: each position then offers its own member or the next position's, a rule of two
         alternatives rather than one per later member). ``kind`` picks the brackets and the state
@@ -675,7 +681,7 @@ class JsonGrammarBuilder:
             steps = moves(state)
             later = None if skip is None else skip(state)
             if is_first:
-                member: list[tuple[Symbol | None, ...]] = [(sym, ref(after, nxt)) for sym, nxt in steps if sym is not None]
+                member: list[tuple[Symbol | None, ...]] = [(*piece, ref(after, nxt)) for piece, nxt in steps]
                 if later is not None:
                     member.append((ref(first, later),))
                 self.r.define(first[state].name, member)
@@ -705,11 +711,11 @@ class JsonGrammarBuilder:
             n = state[0].bit_count()
             return n >= t.min_items
 
-        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+        def moves(state: tuple) -> list[tuple[Piece, tuple]]:
             used = state[0]
             if t.max_items is not None and used.bit_count() >= t.max_items:
                 return []
-            return [(symbols[i], (used | (1 << i),)) for i in range(len(values)) if not used >> i & 1]
+            return [((sym,), (used | (1 << i),)) for i, sym in enumerate(symbols) if sym is not None and not used >> i & 1]
 
         return self._sequence((0,), final, moves, "array")
 
@@ -761,7 +767,7 @@ class JsonGrammarBuilder:
             )
         )
         names.sort(key=lambda n: rank.get(n, len(rank)))
-        members: dict[str, list[tuple[Symbol, int]]] = {}
+        members: dict[str, list[tuple[Piece, int]]] = {}
         for name in names:
             parts = [n for k, n in t.props if k == name]
             parts += [n for keys, n, _ in t.rules if logic.key_in(keys, name)]
@@ -789,16 +795,16 @@ class JsonGrammarBuilder:
             i, c, present, bits = state
             return not required_from[i] and c >= t.min_props and deps_ok(present) and bits == done
 
-        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+        def moves(state: tuple) -> list[tuple[Piece, tuple]]:
             # The member of the name at position i (or, past the names, any other key's).
             i, c, present, bits = state
             if t.max_props is not None and c >= t.max_props:
                 return []
             if i == n_names:
-                return [(sym, (n_names, min(c + 1, cap), present, bits | b)) for sym, b in extra]
+                return [(piece, (n_names, min(c + 1, cap), present, bits | b)) for piece, b in extra]
             name = names[i]
             now = present | {name} if name in tracked else present
-            return [(sym, (i + 1, min(c + 1, cap), now, bits | b)) for sym, b in members[name]]
+            return [(piece, (i + 1, min(c + 1, cap), now, bits | b)) for piece, b in members[name]]
 
         def skip(state: tuple) -> tuple | None:
             # An optional name left out: the next position's members instead.
@@ -811,9 +817,9 @@ class JsonGrammarBuilder:
 
         return self._sequence((0, 0, frozenset(), 0), final, moves, "object", skip)
 
-    def _variants(self, base: Node, witness: list[tuple[int, Node]], make: Any) -> list[tuple[Symbol, int]]:
-        """A member's symbols: the plain one, and one per subset of the obligations it can meet (its
-        value then also valid under their nodes), with the bits of that subset."""
+    def _variants(self, base: Node, witness: list[tuple[int, Node]], make: Any) -> list[tuple[Any, int]]:
+        """What ``make`` gives for a member's node: the plain one, and one per subset of the obligations
+        it can meet (its value then also valid under their nodes), with the bits of that subset."""
         out = []
         for size in range(len(witness) + 1):
             for chosen in itertools.combinations(witness, size):
@@ -822,22 +828,18 @@ class JsonGrammarBuilder:
                     out.append((sym, sum(1 << e for e, _ in chosen)))
         return out
 
-    def _member(self, name: str, node: Node) -> Symbol | None:
-        """``"name": value`` as one rule, shared by every object that has it."""
-
-        def make() -> Symbol | None:
-            value = self.symbol(node)
-            key = self._lex(json_strings([name]) or "")
-            return None if value is None else self.r.add("member", [(key, self.colon, value)])
-
-        return self._cached(("member", name, node), make)
+    def _member(self, name: str, node: Node) -> Piece | None:
+        """``"name": value``, written into the object's rules (a rule of its own would cost the parser
+        one more item to predict and complete per member)."""
+        value = self.symbol(node)
+        return None if value is None else (self._lex(json_strings([name]) or ""), self.colon, value)
 
     def _any_order(
         self,
         t: ObjTerm,
         names: list[str],
-        members: dict[str, list[tuple[Symbol, int]]],
-        extra: list[tuple[Symbol, int]],
+        members: dict[str, list[tuple[Piece, int]]],
+        extra: list[tuple[Piece, int]],
         cap: int,
         deps_ok: Any,
         done: int,
@@ -853,19 +855,19 @@ class JsonGrammarBuilder:
             used, c, bits = state
             return t.required <= used and c >= t.min_props and deps_ok(used) and bits == done
 
-        def moves(state: tuple) -> list[tuple[Symbol | None, tuple]]:
+        def moves(state: tuple) -> list[tuple[Piece, tuple]]:
             used, c, bits = state
             if t.max_props is not None and c >= t.max_props:
                 return []
-            out: list[tuple[Symbol | None, tuple]] = [
-                (sym, (used | {n}, min(c + 1, cap), bits | b)) for n in usable if n not in used for sym, b in members[n]
+            out: list[tuple[Piece, tuple]] = [
+                (piece, (used | {n}, min(c + 1, cap), bits | b)) for n in usable if n not in used for piece, b in members[n]
             ]
-            out += [(sym, (used, min(c + 1, cap), bits | b)) for sym, b in extra]
+            out += [(piece, (used, min(c + 1, cap), bits | b)) for piece, b in extra]
             return out
 
         return self._sequence((frozenset(), 0, 0), final, moves, "object")
 
-    def _extra_members(self, t: ObjTerm, names: list[str]) -> list[tuple[Symbol, int]]:
+    def _extra_members(self, t: ObjTerm, names: list[str]) -> list[tuple[Piece, int]]:
         """Members whose key is none of ``names``, with the obligation bits each can meet. Their key
         language is split into regions by the rules (patternProperties, additionalProperties,
         propertyNames) and obligations that apply, each region with its value node."""
@@ -879,7 +881,7 @@ class JsonGrammarBuilder:
             if plain_names(names):
                 offer_builder(pattern, functools.partial(_keys_except_dfa, tuple(names), self.string.pattern),
                               _string_states(self.string.pattern) + sum(map(len, names)) + 2)
-            return [(self.r.add("extra", [(self._lex(pattern), self.colon, value)]), 0)]
+            return [((self._lex(pattern), self.colon, value), 0)]
         keysets = [keys for keys, _ in rules] + [keys for keys, _, _ in t.exists]
         components = [self._keyset_dfa(keys) for keys in keysets]
         components.append(json_automata.literals(names))
@@ -904,7 +906,7 @@ class JsonGrammarBuilder:
             witness = [(e, w) for e, (_, w, _) in enumerate(t.exists) if sig[len(rules) + e]]
             for value, bits in self._variants(value_node, witness, self.symbol):
                 by_bits.setdefault(bits, []).append((key_symbol, self.colon, value))
-        return [(self.r.add("extra", alts), bits) for bits, alts in by_bits.items()]
+        return [((self.r.add("extra", alts),), bits) for bits, alts in by_bits.items()]
 
     def _keyset_dfa(self, keys: tuple) -> CharDFA:
         n = self.s.max_string_states
