@@ -78,3 +78,20 @@ def test_maskbench_sample():
     print(f"\nMaskBench dev sample of {SAMPLE}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items())))
     assert stats["schema: invalid accepted"] == 0 and stats["any: invalid accepted"] == 0, false_accepts
     assert stats["schema: schemas passing"] >= 0.85 * SAMPLE
+
+
+def test_the_front_ends_counts_equal_a_checked_grammars():
+    """The JSON front end hands over its grammar with the lexemes and size it counted while trimming
+    (``Grammar.from_trimmed``); the checked constructor, walking the rules again, finds the same."""
+    from banister.grammar.ir import Grammar
+
+    compiled = 0
+    for record in _sample()[:100]:
+        try:
+            grammar = json_schema_to_grammar(record["schema"])
+        except (SchemaError, LimitError):
+            continue
+        checked = Grammar(grammar.rules, grammar.start, trimmed=True)
+        assert (checked.lexemes, checked.size) == (grammar.lexemes, grammar.size), record["id"]
+        compiled += 1
+    assert compiled > 90

@@ -75,6 +75,16 @@ class Grammar:
         object.__setattr__(self, "lexemes", tuple(seen))
         object.__setattr__(self, "size", size)
 
+    @classmethod
+    def from_trimmed(cls, rules: Mapping[str, tuple[Alternative, ...]], start: str, lexemes: tuple[Lexeme, ...],
+                     size: int) -> Grammar:
+        """A grammar a front end has trimmed (see ``trimmed``) and counted as it went: its lexemes in order
+        of first use over ``rules`` and its size. Taken as given, not walked and checked again."""
+        self = object.__new__(cls)
+        for name, value in (("rules", rules), ("start", start), ("trimmed", True), ("lexemes", lexemes), ("size", size)):
+            object.__setattr__(self, name, value)
+        return self
+
 
 class GrammarBuilder:
     """Builds a Grammar rule by rule, with fresh names and the usual regular-operator helpers.

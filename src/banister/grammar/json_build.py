@@ -110,7 +110,7 @@ class _Rules:
     def fresh(self, prefix: str) -> str:
         return f"{prefix}#{next(self._names)}"
 
-    def define(self, name: str, alternatives: Iterable[Iterable[Symbol | None]]) -> Ref:
+    def define(self, name: str, alternatives: Iterable[Iterable[Symbol | None]]) -> None:
         """Define ``name``; alternatives holding a None (an empty language) are dropped."""
         kept: list[Alternative] = []
         size = 0
@@ -123,12 +123,7 @@ class _Rules:
                 kept.append(alt)  # type: ignore[arg-type]
                 size += len(alt) + 1
         self.rules.setdefault(name, []).extend(kept)
-        self._size += size
-        if self._size > self._settings.max_grammar_size:
-            raise LimitError(
-                f"the grammar grew past {self._settings.max_grammar_size} symbols", setting="max_grammar_size"
-            )
-        return Ref(name)
+        self.grow(size)
 
     def grow(self, size: int) -> None:
         """Count ``size`` more symbols, written into ``rules`` directly (LimitError past the cap)."""
@@ -139,7 +134,9 @@ class _Rules:
             )
 
     def add(self, prefix: str, alternatives: Iterable[Iterable[Symbol | None]]) -> Ref:
-        return self.define(self.fresh(prefix), alternatives)
+        name = self.fresh(prefix)
+        self.define(name, alternatives)
+        return Ref(name)
 
     def lexeme(self, pattern: str) -> Lexeme | None:
         """A terminal for ``pattern``; None when it matches nothing."""
@@ -183,6 +180,8 @@ class _Rules:
             return sym
 
         out: dict[str, tuple[Alternative, ...]] = {}
+        lexemes: dict[Lexeme, None] = {}
+        size = 0
         todo = ["start"]
         while todo:
             name = todo.pop()
@@ -202,10 +201,15 @@ class _Rules:
             unique = (tuple(resolved) if len(resolved) < 2 else tuple(dict.fromkeys(resolved)))
             out[name] = unique
             for alt in unique:
+                size += len(alt) + 1
                 for s in alt:
-                    if type(s) is Ref and s.name not in out:
-                        todo.append(s.name)
-        return Grammar(out, "start", trimmed=True)  # productive (above), reachable (this walk)
+                    if type(s) is Ref:
+                        if s.name not in out:
+                            todo.append(s.name)
+                    else:
+                        lexemes[s] = None
+        # Productive (above), reachable (this walk), lexemes and size counted on the way.
+        return Grammar.from_trimmed(out, "start", tuple(lexemes), size)
 
 
 def _text_edges(dfa: CharDFA) -> list[list[tuple[Ranges, int]]]:
