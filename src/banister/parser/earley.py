@@ -307,7 +307,8 @@ def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
     A trimmed grammar (its front end removed them already) is only encoded."""
     all_names = list(grammar.rules)
     all_lexemes = grammar.lexemes
-    code: dict[Symbol, int] = {Ref(name): i for i, name in enumerate(all_names)}
+    # A Ref is the tuple (name, "ref"): a plain tuple keys the same entry, made without Ref's constructor.
+    code: dict[Symbol | tuple[str, str], int] = {(name, "ref"): i for i, name in enumerate(all_names)}
     code.update((lex, -1 - j) for j, lex in enumerate(all_lexemes))  # a Ref and a Lexeme never compare equal
     number = code.__getitem__
     encoded = [[tuple(map(number, alt)) for alt in alternatives] for alternatives in grammar.rules.values()]
