@@ -806,7 +806,7 @@ class Logic:
 
     def _local_shape(self, loc: Location) -> Shape:
         s, p = loc.schema, loc.pointer
-        types = set(ALL_TYPES)
+        kinds = ALL_TYPES
         integer = plain = False
         if "type" in s:
             raw = s["type"]
@@ -821,9 +821,10 @@ class Logic:
             plain = integer and loc.draft == "4"  # draft 4: an integer is written without fraction
             if s.get("nullable") is True:
                 types.add("null")
-        shape = Shape(frozenset(types), number=NumTerm(integer=True, plain=plain) if integer else _DEFAULT_NUM)
+            kinds = frozenset(types)
+        number = NumTerm(integer=True, plain=plain) if integer else _DEFAULT_NUM
         if "enum" in s or "const" in s:
-            shape = merge(shape, self._enum_shape(loc))
+            shape = merge(Shape(kinds, number=number), self._enum_shape(loc))
             return replace(
                 shape,
                 number=merge_num(shape.number, self._number_term(loc)),
@@ -840,17 +841,15 @@ class Logic:
             self._object_term(loc),
         )
         return Shape(
-            shape.types,
-            shape.boolean,
-            merge_num(shape.number, num),  # _number_term gives the shared unconstrained term or a constraint
-            shape.string if string is _DEFAULT_STR or string == _DEFAULT_STR else merge_str(shape.string, string),
-            shape.array
+            kinds,
+            number=merge_num(number, num),  # _number_term gives the shared unconstrained term or a constraint
+            string=_DEFAULT_STR if string is _DEFAULT_STR or string == _DEFAULT_STR else merge_str(_DEFAULT_STR, string),
+            array=_DEFAULT_ARR
             if array == _DEFAULT_ARR and array.evaluated == _DEFAULT_ARR.evaluated
-            else merge_arr(shape.array, array),
-            shape.object
+            else merge_arr(_DEFAULT_ARR, array),
+            object=_DEFAULT_OBJ
             if obj == _DEFAULT_OBJ and obj.evaluated == _DEFAULT_OBJ.evaluated
-            else merge_obj(shape.object, obj),
-            shape.narrowed,
+            else merge_obj(_DEFAULT_OBJ, obj),
         )
 
     def _enum_shape(self, loc: Location) -> Shape:
