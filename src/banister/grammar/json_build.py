@@ -771,10 +771,12 @@ class JsonGrammarBuilder:
             )
         )
         names.sort(key=lambda n: rank.get(n, len(rank)))
+        declared: dict[str, list[Node]] = {}
+        for k, n in t.props:
+            declared.setdefault(k, []).append(n)
         members: dict[str, list[tuple[Piece, int]]] = {}
         for name in names:
-            parts = [n for k, n in t.props if k == name]
-            parts += [n for keys, n, _ in t.rules if logic.key_in(keys, name)]
+            parts = [*declared.get(name, ()), *(n for keys, n, _ in t.rules if logic.key_in(keys, name))]
             witness = [(e, w) for e, (keys, w, _) in enumerate(t.exists) if logic.key_in(keys, name)]
             members[name] = self._variants(node_and(*parts), witness, lambda n, name=name: self._member(name, n))
         if any(not members[n] for n in t.required):
