@@ -278,6 +278,20 @@ def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x
     return dfa, json_automata.to_regex(dfa, char_class, max_length=max_regex_length)
 
 
+def _holds_no_node(shape: Any) -> bool:
+    """Whether a shape's terms refer to no schema node (no items, properties, key rules or ``contains``),
+    so compiling it reaches no node, its own included."""
+    if "array" in shape.types:
+        a = shape.array
+        if a.at or a.rest or a.contains:
+            return False
+    if "object" in shape.types:
+        o = shape.object
+        if o.props or o.rules or o.exists:
+            return False
+    return True
+
+
 def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
     """The rules that derive some text (a worklist over alternatives, each waiting for its references),
     and whether every alternative of every rule does (then there is nothing to remove)."""
@@ -321,7 +335,7 @@ class JsonGrammarBuilder:
         self.o = options
         self.s = options.settings
         self.r = _Rules(options.settings)
-        self._nodes: dict[Node, Ref] = {}
+        self._nodes: dict[Node, Symbol | None] = {}
         self._queue: deque[tuple[Node, str]] = deque()
         self._cache: dict[Any, Any] = {}
         ws = options.whitespace
@@ -354,17 +368,27 @@ class JsonGrammarBuilder:
         return self.r.finish(start)
 
     def symbol(self, node: Node) -> Symbol | None:
-        """The nonterminal of a node (compiled later, from the work list); None for ``false``."""
+        """The symbol of a node; None when it admits nothing. A node whose shapes hold no further node
+        (a string, a number, an enum...) is compiled now, its one symbol used as it is; any other gets
+        a nonterminal, compiled later from the work list (the way a recursive schema's nodes refer to
+        themselves)."""
         if node == FALSE:
             return None
         if node == TRUE:
             return self.any_value(self.o.max_nesting)
-        found = self._nodes.get(node)
-        if found is None:
+        if node in self._nodes:
+            return self._nodes[node]
+        found: Symbol | None
+        if all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
+            alternatives = self._alternatives(node)
+            found = alternatives[0] if len(alternatives) == 1 else (
+                self.r.add("node", [(s,) for s in alternatives]) if alternatives else None)
+        else:
             name = self.r.fresh("node")
-            found = self._nodes[node] = Ref(name)
+            found = Ref(name)
             self.r.rules.setdefault(name, [])
             self._queue.append((node, name))
+        self._nodes[node] = found
         return found
 
     def _alternatives(self, node: Node) -> list[Symbol]:
