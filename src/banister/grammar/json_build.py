@@ -35,6 +35,7 @@ from banister.grammar.json_logic import (
     Node,
     NumTerm,
     ObjTerm,
+    Shape,
     StrTerm,
     canon,
     json_type,
@@ -278,7 +279,7 @@ def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x
     return dfa, json_automata.to_regex(dfa, char_class, max_length=max_regex_length)
 
 
-def _holds_no_node(shape: Any) -> bool:
+def _holds_no_node(shape: Shape) -> bool:
     """Whether a shape's terms refer to no schema node (no items, properties, key rules or ``contains``),
     so compiling it reaches no node, its own included."""
     if "array" in shape.types:
@@ -709,10 +710,10 @@ class JsonGrammarBuilder:
             steps = moves(state)
             later = None if skip is None else skip(state)
             if is_first:
-                member: list[tuple[Symbol | None, ...]] = [(*piece, ref(after, nxt)) for piece, nxt in steps]
+                options: list[tuple[Symbol | None, ...]] = [(*piece, ref(after, nxt)) for piece, nxt in steps]
                 if later is not None:
-                    member.append((ref(first, later),))
-                self.r.define(first[state].name, member)
+                    options.append((ref(first, later),))
+                self.r.define(first[state].name, options)
             else:
                 more: list[tuple[Symbol | None, ...]] = [(close,)] if final(state) else []
                 if steps or later is not None:
