@@ -533,7 +533,7 @@ class LexerContext:
             return int(self._table[state, byte])
 
     def row(self, state: int) -> np.ndarray:
-        """The successors of ``state`` by byte (int32, 256 entries; read-only use)."""
+        """The successors of ``state`` by byte (256 entries, of the table's type: uint8 or int32; read-only use)."""
         if not self._expanded[state]:
             self._expand(state)
         return self._table[state]
