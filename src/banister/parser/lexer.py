@@ -239,8 +239,10 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     return LexemeDFA(dfa)
 
 
+@lru_cache(maxsize=8192)
 def lexeme_is_empty(pattern: str, max_states: int) -> bool:
-    """Whether a lexeme matches nothing. A grammar asks it of every lexeme when it is compiled and
+    """Whether a lexeme matches nothing (cached: lexemes recur across grammars, and each grammar asks
+    of every one of its lexemes). A grammar asks it of every lexeme when it is compiled and
     builds a lexeme's DFA only when a mask first needs it: a literal, a short finite language and a
     pattern offered with a builder are answered without building their DFA (each is known to fit in
     ``max_states``); any other pattern is built now, so a DFA that is too big fails at compile time.
