@@ -100,7 +100,7 @@ def main() -> None:
         t2 = clock()
         if prof and args.only == "compile":
             prof.disable()
-        compiled = CompiledGrammar(auto, "json_schema", "", t2 - t0)
+        compiled = CompiledGrammar(auto, "json_schema", t2 - t0)
         ok = True
         for i, (test, toks) in enumerate(zip(r["tests"], toks_list)):
             m = Matcher(compiled)

@@ -324,7 +324,7 @@ def test_a_grammar_builds_offered_and_finite_lexemes_only_when_a_mask_needs_them
     assert not built_before(keys, 10_000) and not built_before(enum, 10_000)  # built only on request
     with pytest.raises(LimitError):  # a finite language too big for the limit is built (and so checked) at once
         lexer.lexeme_is_empty(enum, 4)
-    matcher = Matcher(CompiledGrammar(automaton, "json_schema", "", 0.0))
+    matcher = Matcher(CompiledGrammar(automaton, "json_schema", 0.0))
     bitmask = np.zeros((1, (gpt2.vocab.vocab_size + 31) // 32), dtype=np.int32)
     for piece in ['{"', "inner", '": {"', "offered_0", '": "', "blue_0", '", "', "other", '": 1', "}}"]:
         matcher.fill_next_token_bitmask(bitmask)  # builds the DFAs this step's lexemes need

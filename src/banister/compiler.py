@@ -39,7 +39,6 @@ class CompiledGrammar:
 
     automaton: TokenAutomaton = field(repr=False)
     kind: str
-    source: str
     compile_seconds: float
 
     @property
@@ -90,7 +89,7 @@ class Compiler:
         """Compile a regex that the whole output must match (``^``/``$`` at the ends are optional)."""
         if not isinstance(pattern, str):
             raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
-        return self._cached("regex", pattern, lambda: self._regex_automaton(pattern))
+        return self._cached("regex", lambda: pattern, lambda: self._regex_automaton(pattern))
 
     def choice(self, choices: Sequence[str]) -> CompiledGrammar:
         """Compile a list of literal strings: the output must be exactly one of them."""
@@ -100,7 +99,7 @@ class Compiler:
             raise BanisterError("choice needs at least one string")
         unique = list(dict.fromkeys(choices))
         pattern = "|".join(f"(?:{escape_regex(c)})" for c in unique)
-        return self._cached("choice", "\x00".join(unique), lambda: self._regex_automaton(pattern))
+        return self._cached("choice", lambda: "\x00".join(unique), lambda: self._regex_automaton(pattern))
 
     def json_schema(self, schema: Mapping[str, Any] | bool | str, **options: Any) -> CompiledGrammar:
         """Compile a JSON Schema (a dict, a boolean, or its JSON text); the output is JSON valid under it.
@@ -113,17 +112,18 @@ class Compiler:
         """
         from banister.grammar.json_schema import json_schema_to_grammar
 
-        # Not sort_keys: the order of a schema's properties is the order the output writes them.
-        text = schema if isinstance(schema, str) else json.dumps(schema)
-        key = text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
+        def key() -> str:  # not sort_keys: the order of a schema's properties is the order the output writes them
+            text = schema if isinstance(schema, str) else json.dumps(schema)
+            return text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
+
         return self._cached("json_schema", key, lambda: self._grammar_automaton(json_schema_to_grammar(schema, **options)))
 
     def json(self, **options: Any) -> CompiledGrammar:
         """Compile JSON mode: any JSON value (the schema ``{}``), nested to any depth (or at most ``max_nesting``)."""
         from banister.grammar.json_schema import json_grammar
 
-        key = json.dumps(options, sort_keys=True, default=repr)
-        return self._cached("json", key, lambda: self._grammar_automaton(json_grammar(**options)))
+        return self._cached("json", lambda: json.dumps(options, sort_keys=True, default=repr),
+                            lambda: self._grammar_automaton(json_grammar(**options)))
 
     def grammar(self, text: str, syntax: Literal["gbnf", "lark"], **options: Any) -> CompiledGrammar:
         """Compile a grammar written in ``syntax`` (stated, never guessed): GBNF or Lark.
@@ -136,8 +136,8 @@ class Compiler:
         parsers = {"gbnf": parse_gbnf, "lark": parse_lark}
         if syntax not in parsers:
             raise ValueError(f"syntax must be 'gbnf' or 'lark', got {syntax!r}")
-        key = syntax + "\x00" + text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
-        return self._cached("grammar", key, lambda: self._grammar_automaton(parsers[syntax](text, **options)))
+        return self._cached("grammar", lambda: syntax + "\x00" + text + "\x00" + json.dumps(options, sort_keys=True, default=repr),
+                            lambda: self._grammar_automaton(parsers[syntax](text, **options)))
 
     def structural_tag(
         self,
@@ -162,11 +162,13 @@ class Compiler:
 
         tag_list = _check_tags(tags)
         trigger_list = None if triggers is None else _check_triggers(triggers, from_begins=False)
-        key = json.dumps(
-            [[t.key() for t in tag_list], trigger_list, bool(at_least_one), bool(stop_after_first), json_options],
-            sort_keys=True,
-            default=repr,
-        )
+        def key() -> str:
+            return json.dumps(
+                [[t.key() for t in tag_list], trigger_list, bool(at_least_one), bool(stop_after_first), json_options],
+                sort_keys=True,
+                default=repr,
+            )
+
         return self._cached(
             "structural_tag",
             key,
@@ -178,7 +180,7 @@ class Compiler:
 
     def grammar_ir(self, grammar: Grammar) -> CompiledGrammar:
         """Compile a grammar already in the rule form (what every grammar front end produces)."""
-        return self._cached("ir", repr(grammar), lambda: self._grammar_automaton(grammar))
+        return self._cached("ir", lambda: repr(grammar), lambda: self._grammar_automaton(grammar))
 
     def cache_info(self) -> dict[str, int]:
         """Entries held and the cache's capacity."""
@@ -214,12 +216,16 @@ class Compiler:
         except Exception:  # noqa: BLE001 - never trust a cache over a cold compile, which raises the real error
             return None
 
-    def _cached(self, kind: str, key: str, build: Callable[[], TokenAutomaton]) -> CompiledGrammar:
-        with self._lock:
-            hit = self._cache.get((kind, key))
-            if hit is not None:
-                self._cache.move_to_end((kind, key))
-                return hit
+    def _cached(self, kind: str, spec: Callable[[], str], build: Callable[[], TokenAutomaton]) -> CompiledGrammar:
+        """The grammar ``build`` makes, from the caches when they hold it. ``spec`` writes the text that
+        keys it (the specification and its options), asked for only when there is a cache to look in."""
+        key = spec() if self.cache_size or self.warm_cache is not None else ""
+        if self.cache_size:
+            with self._lock:
+                hit = self._cache.get((kind, key))
+                if hit is not None:
+                    self._cache.move_to_end((kind, key))
+                    return hit
         start = time.perf_counter()
         automaton = None
         disk_key = None
@@ -233,7 +239,7 @@ class Compiler:
                     automaton = build()
                 finally:
                     self._storing.key = None
-        compiled = CompiledGrammar(automaton, kind, key, time.perf_counter() - start)
+        compiled = CompiledGrammar(automaton, kind, time.perf_counter() - start)
         if self.cache_size:
             with self._lock:
                 self._cache[(kind, key)] = compiled
