@@ -294,8 +294,39 @@ def _holds_no_node(shape: Shape) -> bool:
 
 
 def _productive(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
-    """The rules that derive some text (a worklist over alternatives, each waiting for its references),
-    and whether every alternative of every rule does (then there is nothing to remove)."""
+    """The rules that derive some text, and whether every alternative of every rule does (then there is
+    nothing to remove).
+
+    Passes over the rules still in doubt, in reverse order: the builder defines a rule before the rules
+    it refers to (they are queued when referred to), so the first pass meets most references first and
+    settles most rules; a pass that settles none leaves only rules that derive nothing. Rules refer only
+    to rules, so when all derive text, so do all alternatives. Past ``_PRODUCTIVE_PASSES`` (long chains
+    of rules defined the other way round), a worklist takes over, linear in any order."""
+    productive: set[str] = set()
+    doubtful = list(reversed(rules.items()))
+    for _ in range(_PRODUCTIVE_PASSES):
+        left = []
+        for name, alternatives in doubtful:
+            for alt in alternatives:
+                for s in alt:
+                    if type(s) is Ref and s.name not in productive:
+                        break
+                else:
+                    productive.add(name)
+                    break
+            else:
+                left.append((name, alternatives))
+        if not left or len(left) == len(doubtful):
+            return productive, not left
+        doubtful = left
+    return _productive_worklist(rules)
+
+
+_PRODUCTIVE_PASSES = 8
+
+
+def _productive_worklist(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
+    """:func:`_productive` by a worklist over alternatives, each waiting for its references."""
     users: dict[str, list[int]] = {}
     missing: list[int] = []
     owner: list[str] = []
