@@ -88,6 +88,23 @@ def test_finite_patterns_list_what_the_regex_compiler_accepts(pattern: str) -> N
     assert lexeme_language(pattern, 1000) == (not expected, b"" in expected)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("azAZ09_ -.$/\\\"~#é\n\x7f\u2028😀")), max_size=8))
+def test_one_string_is_written_as_each_of_its_json_spellings(text: str) -> None:
+    """A property name's regex (written as it is when each character stands for itself, else character
+    by character) matches the name however ``json.dumps`` spells it, and no name one character longer,
+    shorter or different."""
+    import json
+
+    dfa = compile_regex(json_strings([text]))  # type: ignore[arg-type]
+    for spelled in (json.dumps(text, ensure_ascii=False), json.dumps(text)):
+        assert dfa.matches(spelled.encode("utf-8")), spelled
+    others = [text + "a", text[:-1]] if text else ["a"]
+    others += [text[:i] + "q" + text[i + 1 :] for i in range(len(text))]  # one character changed
+    for other in others:
+        assert not dfa.matches(json.dumps(other).encode("utf-8")), other
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(alphabet='ab/"é\\ ~\x7f', max_size=5), min_size=1, max_size=6))
 def test_an_enum_hands_its_texts_to_the_lexer(values: list[str]) -> None:

@@ -208,8 +208,12 @@ def json_strings(values: Iterable[str]) -> str | None:
     Shared prefixes are factored (a trie), so a large enum stays linear in its total length.
     """
     if isinstance(values, (list, tuple)) and len(values) == 1:
-        # One string: the trie is a chain, written character by character.
-        return '"' + "".join([_char_text(ch) for ch in values[0]]) + '"'
+        # One string (a property name, mostly): the trie is a chain, written character by character,
+        # or as it is when every character stands for itself.
+        text = values[0]
+        if _VERBATIM.fullmatch(text):
+            return '"' + text + '"'
+        return '"' + "".join([_char_text(ch) for ch in text]) + '"'
     root = _char_trie(values)
     if not root:
         return None
@@ -439,6 +443,10 @@ def _char_text(ch: str) -> str:
     if found is None:
         found = _CHAR_TEXT[ch] = json_char(charset.single(ord(ch)))
     return found
+
+
+_VERBATIM = re.compile("[" + re.escape("".join(c for c in map(chr, range(0x20, 0x7F)) if _char_text(c) == c)) + "]*")
+"""Text whose every character :func:`_char_text` writes as itself (letters, digits, ``_``, space...)."""
 
 
 @lru_cache(maxsize=4096)
