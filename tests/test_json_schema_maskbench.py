@@ -95,3 +95,33 @@ def test_the_front_ends_counts_equal_a_checked_grammars():
         assert (checked.lexemes, checked.size) == (grammar.lexemes, grammar.size), record["id"]
         compiled += 1
     assert compiled > 90
+
+
+@pytest.mark.parametrize("options", [{}, {"whitespace": "pretty", "strict": True}, {"key_order": "any", "draft": "4"}])
+def test_plain_scalars_shared_across_grammars_are_what_each_would_build(options):
+    """A schema that says only its scalar type (and annotations) gets the symbol the first grammar made
+    for that type and draft (``_PLAIN_SCALARS``): every grammar is the same whether the table is
+    empty before each compile (each builds its own) or full from all the others."""
+    from banister.grammar import json_build
+
+    records = _sample()[:60]
+    extra = {"type": "object", "properties": {t: {"type": t, "title": t} for t in json_build._SCALAR_TYPES}}
+    schemas = [r["schema"] for r in records] + [extra, {**extra, "$schema": "http://json-schema.org/draft-04/schema#"}]
+
+    def compile_all(fresh: bool) -> list:
+        out = []
+        for schema in schemas:
+            if fresh:
+                json_build._PLAIN_SCALARS.clear()
+            try:
+                grammar = json_schema_to_grammar(schema, **options)
+            except (SchemaError, LimitError) as err:
+                out.append(type(err).__name__)
+                continue
+            out.append((grammar.start, grammar.rules))
+        return out
+
+    alone = compile_all(fresh=True)
+    assert json_build._PLAIN_SCALARS  # the last compile left its scalars ...
+    assert compile_all(fresh=False) == alone  # ... and every compile then found the others' too
+    assert len({key[1] for key in json_build._PLAIN_SCALARS}) >= 2  # drafts 4 and 2020-12 both used

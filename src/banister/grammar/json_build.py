@@ -25,6 +25,7 @@ from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
 from banister.grammar.ir import Alternative, Grammar, Lexeme, Ref, Symbol
 from banister.grammar.json_automata import CharDFA
+from banister.grammar.json_keywords import KEYWORDS
 from banister.grammar.json_logic import (
     ALL_TYPES,
     FALSE,
@@ -279,6 +280,16 @@ def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x
     return dfa, json_automata.to_regex(dfa, char_class, max_length=max_regex_length)
 
 
+_PLAIN_SCALARS: dict[tuple[str, str], Symbol | None] = {}
+"""The symbol of a plain scalar schema, by ``(type, draft)`` (see ``JsonGrammarBuilder._plain_scalar``):
+a lexeme, made by the first grammar that needs it."""
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+_TYPE = frozenset({"type"})
+_ANNOTATIONS = frozenset(k.name for k in KEYWORDS if k.status == "annotation") - {
+    "$defs", "definitions", "$id", "id", "$anchor", "$schema"  # (kept out: they shape the document)
+}
+
+
 def _holds_no_node(shape: Shape) -> bool:
     """Whether a shape's terms refer to no schema node (no items, properties, key rules or ``contains``),
     so compiling it reaches no node, its own included."""
@@ -410,7 +421,10 @@ class JsonGrammarBuilder:
             return self.any_value(self.o.max_nesting)
         if node in self._nodes:
             return self._nodes[node]
-        found: Symbol | None
+        scalar = self._plain_scalar(node)
+        if scalar is not None and scalar in _PLAIN_SCALARS:
+            found = self._nodes[node] = _PLAIN_SCALARS[scalar]
+            return found
         if all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
             alternatives = self._alternatives(node)
             found = alternatives[0] if len(alternatives) == 1 else (
@@ -421,7 +435,22 @@ class JsonGrammarBuilder:
             self.r.rules.setdefault(name, [])
             self._queue.append((node, name))
         self._nodes[node] = found
+        if scalar is not None:
+            _PLAIN_SCALARS[scalar] = found
         return found
+
+    def _plain_scalar(self, node: Node) -> tuple[str, str] | None:
+        """``(type, draft)`` when ``node`` is one schema that says only its type, a scalar one, besides
+        annotations (``{"type": "string", "description": ...}``, the commonest property schema): its
+        symbol depends on nothing else, and is shared by every grammar (:data:`_PLAIN_SCALARS`)."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        loc = self.logic.doc.location(node[0][1])
+        schema = loc.schema
+        if type(schema) is not dict or not _ANNOTATIONS.issuperset(schema.keys() - _TYPE):
+            return None
+        kind = schema.get("type")
+        return (kind, loc.draft) if type(kind) is str and kind in _SCALAR_TYPES else None
 
     def _alternatives(self, node: Node) -> list[Symbol]:
         out: list[Symbol | None] = []
