@@ -82,6 +82,7 @@ class Document:
     def __init__(self, root: Any, draft: str) -> None:
         self.root = root
         self._info: dict[str, tuple[Any, str, str]] = {}  # pointer -> (schema, base, draft), as indexed
+        self._located: dict[str, Location] = {}  # what location() answered, by pointer (asked again and again)
         self._resources: dict[str, str] = {}
         self._anchors: dict[str, str] = {}
         self._index(root, draft)
@@ -138,6 +139,12 @@ class Document:
 
     def location(self, pointer: str) -> Location:
         """The schema at ``pointer`` (SchemaError if there is none)."""
+        located = self._located.get(pointer)
+        if located is None:
+            located = self._located[pointer] = self._locate(pointer)
+        return located
+
+    def _locate(self, pointer: str) -> Location:
         found = self._info.get(pointer)
         if found is not None:
             return Location(found[0], pointer, found[1], found[2])
