@@ -102,10 +102,10 @@ def test_plain_scalars_shared_across_grammars_are_what_each_would_build(options)
     """A schema that says only its scalar type (and annotations) gets the symbol the first grammar made
     for that type and draft (``_PLAIN_SCALARS``): every grammar is the same whether the table is
     empty before each compile (each builds its own) or full from all the others."""
-    from banister.grammar import json_build
+    from banister.grammar import json_build, json_logic
 
     records = _sample()[:60]
-    extra = {"type": "object", "properties": {t: {"type": t, "title": t} for t in json_build._SCALAR_TYPES}}
+    extra = {"type": "object", "properties": {t: {"type": t, "title": t} for t in json_logic._SCALAR_TYPES}}
     schemas = [r["schema"] for r in records] + [extra, {**extra, "$schema": "http://json-schema.org/draft-04/schema#"}]
 
     def compile_all(fresh: bool) -> list:

@@ -25,7 +25,6 @@ from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
 from banister.grammar.ir import Alternative, Grammar, Lexeme, Ref, Symbol
 from banister.grammar.json_automata import CharDFA
-from banister.grammar.json_keywords import KEYWORDS
 from banister.grammar.json_logic import (
     ALL_TYPES,
     FALSE,
@@ -281,13 +280,8 @@ def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x
 
 
 _PLAIN_SCALARS: dict[tuple[str, str], Symbol | None] = {}
-"""The symbol of a plain scalar schema, by ``(type, draft)`` (see ``JsonGrammarBuilder._plain_scalar``):
-a lexeme, made by the first grammar that needs it."""
-_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
-_TYPE = frozenset({"type"})
-_ANNOTATIONS = frozenset(k.name for k in KEYWORDS if k.status == "annotation") - {
-    "$defs", "definitions", "$id", "id", "$anchor", "$schema"  # (kept out: they shape the document)
-}
+"""The symbol of a plain scalar schema, by ``(type, draft)`` (see :meth:`Logic.plain_scalar`): it depends
+on nothing else, so the lexeme the first grammar made is every grammar's."""
 
 
 def _holds_no_node(shape: Shape) -> bool:
@@ -421,7 +415,7 @@ class JsonGrammarBuilder:
             return self.any_value(self.o.max_nesting)
         if node in self._nodes:
             return self._nodes[node]
-        scalar = self._plain_scalar(node)
+        scalar = self.logic.plain_scalar(node)
         if scalar is not None and scalar in _PLAIN_SCALARS:
             found = self._nodes[node] = _PLAIN_SCALARS[scalar]
             return found
@@ -438,19 +432,6 @@ class JsonGrammarBuilder:
         if scalar is not None:
             _PLAIN_SCALARS[scalar] = found
         return found
-
-    def _plain_scalar(self, node: Node) -> tuple[str, str] | None:
-        """``(type, draft)`` when ``node`` is one schema that says only its type, a scalar one, besides
-        annotations (``{"type": "string", "description": ...}``, the commonest property schema): its
-        symbol depends on nothing else, and is shared by every grammar (:data:`_PLAIN_SCALARS`)."""
-        if len(node) != 1 or node[0][0] != "loc":
-            return None
-        loc = self.logic.doc.location(node[0][1])
-        schema = loc.schema
-        if type(schema) is not dict or not _ANNOTATIONS.issuperset(schema.keys() - _TYPE):
-            return None
-        kind = schema.get("type")
-        return (kind, loc.draft) if type(kind) is str and kind in _SCALAR_TYPES else None
 
     def _alternatives(self, node: Node) -> list[Symbol]:
         out: list[Symbol | None] = []

@@ -24,7 +24,7 @@ from typing import Any
 from banister.errors import BanisterError, LimitError, RegexError, SchemaError
 from banister.grammar import json_automata
 from banister.grammar.json_formats import FORMATS, OPENAPI_NUMBER_FORMATS, SPEC_FORMATS, format_regex
-from banister.grammar.json_keywords import FOREIGN, REFUSED
+from banister.grammar.json_keywords import FOREIGN, KEYWORDS, REFUSED
 from banister.grammar.json_resolve import Document, Location, escape_token
 from banister.regex import compile_regex, parse_regex
 
@@ -537,6 +537,13 @@ class LogicOptions:
     max_alternatives: int
     max_depth: int
     deadline: float
+
+
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+_TYPE = frozenset({"type"})
+_ANNOTATIONS = frozenset(k.name for k in KEYWORDS if k.status == "annotation") - {
+    "$defs", "definitions", "$id", "id", "$anchor", "$schema"  # (kept out: they shape the document)
+}
 
 
 class Logic:
@@ -1193,6 +1200,19 @@ class Logic:
             out.append(ObjTerm(values=t.excluded))
         return out
 
+    def plain_scalar(self, node: Node) -> tuple[str, str] | None:
+        """``(type, draft)`` when ``node`` is one schema that says only its type, a scalar one, besides
+        annotations (``{"type": "string", "description": ...}``, the commonest property schema): what
+        it admits, and so its grammar, depends on nothing else."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        loc = self.doc.location(node[0][1])
+        schema = loc.schema
+        if type(schema) is not dict or not _ANNOTATIONS.issuperset(schema.keys() - _TYPE):
+            return None
+        kind = schema.get("type")
+        return (kind, loc.draft) if type(kind) is str and kind in _SCALAR_TYPES else None
+
     # -- emptiness (sound: True only when provably empty)
 
     def prune(self, shape: Shape) -> Shape:
@@ -1231,6 +1251,9 @@ class Logic:
         found = self._empty.get(key)
         if found is not None:
             return found
+        if self.plain_scalar(node) is not None:  # a type alone admits values: nothing to expand
+            self._empty[key] = False
+            return False
         self._probing += 1
         try:
             found = not [s for s in self.dnf(node) if self.prune(s).types]
