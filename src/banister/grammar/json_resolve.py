@@ -42,7 +42,8 @@ _ONE = (
 )
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
-_SUBSCHEMA_KEYS = frozenset(_ONE + _LIST + _MAP)
+_ONE_KEYS, _LIST_KEYS, _MAP_KEYS = frozenset(_ONE), frozenset(_LIST), frozenset(_MAP)
+_SUBSCHEMA_KEYS = _ONE_KEYS | _LIST_KEYS | _MAP_KEYS
 
 
 def draft_of(schema: Any, default: str) -> str:
@@ -114,14 +115,15 @@ class Document:
             self._info[pointer] = (node, base, draft)
             if _SUBSCHEMA_KEYS.isdisjoint(node):  # a leaf (most nodes): no keyword to look into
                 continue
-            for key in _ONE:
+            # (each group's keys in a fixed order, so that the first of two equal $ids is always the same)
+            for key in _ONE if not _ONE_KEYS.isdisjoint(node) else ():
                 if isinstance(node.get(key), (dict, bool)):
                     stack.append((node[key], f"{pointer}/{escape_token(key)}", base, draft))
-            for key in _LIST:
+            for key in _LIST if not _LIST_KEYS.isdisjoint(node) else ():
                 if isinstance(node.get(key), list):
                     for i, item in enumerate(node[key]):
                         stack.append((item, f"{pointer}/{escape_token(key)}/{i}", base, draft))
-            for key in _MAP:
+            for key in _MAP if not _MAP_KEYS.isdisjoint(node) else ():
                 if isinstance(node.get(key), dict):
                     for name, item in node[key].items():
                         if isinstance(item, (dict, bool)):
