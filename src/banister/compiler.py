@@ -112,7 +112,8 @@ class Compiler:
         """
         from banister.grammar.json_schema import json_schema_to_grammar
 
-        def key() -> str:  # not sort_keys: the order of a schema's properties is the order the output writes them
+        def key() -> str:
+            # Not sort_keys: the order of a schema's properties is the order the output writes them.
             text = schema if isinstance(schema, str) else json.dumps(schema)
             return text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
 
@@ -136,8 +137,11 @@ class Compiler:
         parsers = {"gbnf": parse_gbnf, "lark": parse_lark}
         if syntax not in parsers:
             raise ValueError(f"syntax must be 'gbnf' or 'lark', got {syntax!r}")
-        return self._cached("grammar", lambda: syntax + "\x00" + text + "\x00" + json.dumps(options, sort_keys=True, default=repr),
-                            lambda: self._grammar_automaton(parsers[syntax](text, **options)))
+
+        def key() -> str:
+            return syntax + "\x00" + text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
+
+        return self._cached("grammar", key, lambda: self._grammar_automaton(parsers[syntax](text, **options)))
 
     def structural_tag(
         self,
@@ -162,6 +166,7 @@ class Compiler:
 
         tag_list = _check_tags(tags)
         trigger_list = None if triggers is None else _check_triggers(triggers, from_begins=False)
+
         def key() -> str:
             return json.dumps(
                 [[t.key() for t in tag_list], trigger_list, bool(at_least_one), bool(stop_after_first), json_options],
