@@ -167,6 +167,9 @@ def test_compiler_caches_by_specification(compilers):
     a = compilers.regex("[0-9]+")
     assert compilers.regex("[0-9]+") is a
     assert compilers.choice(["a", "b"]) is compilers.choice(["a", "b"])
+    uncached = Compiler(compilers.vocab, cache_size=0)  # no cache: every call compiles (and writes no key)
+    assert uncached.json_schema({"type": "integer"}) is not uncached.json_schema({"type": "integer"})
+    assert uncached.cache_info() == {"entries": 0, "capacity": 0}
 
 
 def test_schemas_that_differ_only_in_key_order_are_cached_apart(compilers):
