@@ -540,10 +540,11 @@ class LogicOptions:
 
 
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
-_TYPE = frozenset({"type"})
-_ANNOTATIONS = frozenset(k.name for k in KEYWORDS if k.status == "annotation") - {
-    "$defs", "definitions", "$id", "id", "$anchor", "$schema"  # (kept out: they shape the document)
+_NOT_TYPE_ALONE = frozenset(k.name for k in KEYWORDS if k.status != "annotation") - {"type"} | {
+    "$defs", "definitions", "$id", "id", "$anchor", "$schema"  # (annotations, but they shape the document)
 }
+"""The keywords a schema that says only its type holds none of (see ``Logic.plain_scalar``): all that the
+compiler reads but ``type`` and annotations. Keywords no draft defines are ignored, as annotations are."""
 
 
 class Logic:
@@ -1202,13 +1203,13 @@ class Logic:
 
     def plain_scalar(self, node: Node) -> tuple[str, str] | None:
         """``(type, draft)`` when ``node`` is one schema that says only its type, a scalar one, besides
-        annotations (``{"type": "string", "description": ...}``, the commonest property schema): what
-        it admits, and so its grammar, depends on nothing else."""
+        annotations and keywords no draft defines (``{"type": "string", "description": ...}``, the
+        commonest property schema): what it admits, and so its grammar, depends on nothing else."""
         if len(node) != 1 or node[0][0] != "loc":
             return None
         loc = self.doc.location(node[0][1])
         schema = loc.schema
-        if type(schema) is not dict or not _ANNOTATIONS.issuperset(schema.keys() - _TYPE):
+        if type(schema) is not dict or not _NOT_TYPE_ALONE.isdisjoint(schema):
             return None
         kind = schema.get("type")
         return (kind, loc.draft) if type(kind) is str and kind in _SCALAR_TYPES else None
