@@ -74,14 +74,8 @@ class LexemeDFA:
         """The DFA of exactly ``data``: state ``i + 1`` has read ``i`` bytes (0 is dead)."""
         self = cls.__new__(cls)
         n = len(data)
-        if n + 2 <= 256:  # most (a property name, punctuation): a uint8 table, written as bytes without index arrays
-            cells = bytearray((n + 2) << 8)
-            for state, byte in enumerate(data, 1):
-                cells[state << 8 | byte] = state + 1
-            table = np.frombuffer(cells, dtype=np.uint8).reshape(n + 2, 256)
-        else:
-            table = np.zeros((n + 2, 256), dtype=table_dtype(n + 2))
-            table[np.arange(1, n + 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(2, n + 2)
+        table = np.zeros((n + 2, 256), dtype=table_dtype(n + 2))
+        table[np.arange(1, n + 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(2, n + 2)
         accepting = np.zeros(n + 2, dtype=np.bool_)
         accepting[n + 1] = True
         self.transitions = table
