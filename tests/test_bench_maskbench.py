@@ -4,6 +4,7 @@ Each instance's verdict (walked token by token through the masks) must equal the
 on the same grammar, and no instance that `jsonschema` calls invalid may be accepted.
 """
 
+import gc
 import json
 import random
 
@@ -90,6 +91,19 @@ def test_table_json_and_extras_on_gpt2(sample, tmp_path):
                           show_failures=0, extras=False) == 0
     data = json.loads(out.read_text())
     assert data["tokenizer"] == "gpt2" and data["records"] == 2 and "jump_forward" not in data["engines"][0]
+
+
+def test_timings_give_the_garbage_collector_nothing_to_walk():
+    """A run keeps millions of timings; the collector must not visit them one by one in every full
+    collection (those pauses would land in the timed masks)."""
+    from banister.bench.maskbench import EngineTally
+
+    tally = EngineTally("banister")
+    for t in range(10_000):
+        tally.mask_us.append(float(t))
+        tally.accept_us.append(float(t))
+    assert len(gc.get_referents(tally.mask_us)) <= 1 and len(gc.get_referents(tally.accept_us)) <= 1  # its type at most
+    assert tally.summary()["mask_us"]["p50"] == pytest.approx(4999.5)
 
 
 def test_time_to_first_mask_is_also_compared_on_the_records_both_engines_compiled():
