@@ -23,7 +23,8 @@ from contextlib import nullcontext
 import numpy as np
 
 from banister.bench.maskbench import read_records
-from banister.compiler import CompiledGrammar, gc_paused
+from banister.collector import gc_paused
+from banister.compiler import CompiledGrammar
 from banister.grammar.json_schema import json_schema_to_grammar
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.matcher import Matcher

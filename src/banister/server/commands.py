@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from banister.collector import GEN0_THRESHOLD, gc_threshold_arg
 from banister.server.settings import ServerSettings
 
 _DEFAULTS = ServerSettings()
@@ -26,6 +27,9 @@ def add_commands(subparsers: Any) -> None:
     serve.add_argument("--max-batch-size", type=int, default=8, help="sequences decoded together (default 8)")
     serve.add_argument("--threads", type=int, metavar="N",
                        help="CPU threads for the model (default: torch's choice; 1 is often fastest on a busy machine)")
+    serve.add_argument("--gc-threshold", type=gc_threshold_arg, default=GEN0_THRESHOLD, metavar="N",
+                       help=f"objects allocated between young garbage collections (default {GEN0_THRESHOLD}; "
+                            "CPython's own is 700; see docs/performance.md)")
     serve.add_argument("--max-queue", type=int, default=_DEFAULTS.max_queue,
                        help=f"requests that may wait beyond the batch; more get 429 (default {_DEFAULTS.max_queue})")
     serve.add_argument("--request-timeout", type=float, default=_DEFAULTS.request_timeout,
@@ -77,7 +81,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if settings.api_key is None and not _is_loopback(args.host):
         print(f"warning: serving on {args.host} without --api-key: anyone who can reach it can use it",
               file=sys.stderr)
-    engine = load_engine(args.model, threads=args.threads)
+    engine = load_engine(args.model, threads=args.threads, gc_threshold=args.gc_threshold)
     engine.max_batch_size = args.max_batch_size
     uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
