@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from banister.compiler import Compiler
 from banister.collector import GEN0_THRESHOLD, gc_threshold_arg
+from banister.compiler import Compiler
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
 from banister.matcher import Matcher

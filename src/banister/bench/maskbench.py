@@ -55,11 +55,11 @@ def read_records(path: str, *, split: str | None = None, limit: int | None = Non
                 return
 
 
-def _timings() -> array[float]:
-    """A growing list of floats held as raw doubles. The garbage collector would visit every element
-    of a Python list of millions of timings in each full collection, and those pauses land in the
-    timed masks of whichever engine allocates when one falls due (banister's: a peer in Rust makes
-    no Python objects), so the bench would time its own bookkeeping."""
+def _doubles() -> array[float]:
+    """A growing list of floats (timings, shares, sizes) held as raw doubles. The garbage collector
+    would visit every element of a Python list of millions of timings in each full collection, and
+    those pauses land in the timed masks of whichever engine allocates when one falls due (banister's:
+    a peer in Rust makes no Python objects), so the bench would time its own bookkeeping."""
     return array("d")
 
 
@@ -74,17 +74,17 @@ class EngineTally:
     valid_rejected: int = 0
     invalid_accepted: int = 0
     tokens: int = 0
-    mask_us: array[float] = field(default_factory=_timings)
-    accept_us: array[float] = field(default_factory=_timings)  # accepting an allowed token
-    ttfm_us: array[float] = field(default_factory=_timings)
+    mask_us: array[float] = field(default_factory=_doubles)
+    accept_us: array[float] = field(default_factory=_doubles)  # accepting an allowed token
+    ttfm_us: array[float] = field(default_factory=_doubles)
     ttfm_by_record: dict[str, float] = field(default_factory=dict)  # the same, by record id (see common_ttfm)
-    compile_us: array[float] = field(default_factory=_timings)
+    compile_us: array[float] = field(default_factory=_doubles)
     failures: list[str] = field(default_factory=list)
     forced_tokens: int = 0  # tokens of valid instances lying entirely inside forced bytes
     forced_total: int = 0  # tokens of the valid instances that were checked for forcing
-    forced_shares: array[float] = field(default_factory=_timings)  # per instance
-    memory_peak_kib: array[float] = field(default_factory=_timings)  # per compiled grammar
-    memory_retained_kib: array[float] = field(default_factory=_timings)
+    forced_shares: array[float] = field(default_factory=_doubles)  # per instance
+    memory_peak_kib: array[float] = field(default_factory=_doubles)  # per compiled grammar
+    memory_retained_kib: array[float] = field(default_factory=_doubles)
 
     def summary(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -374,7 +374,8 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     if json_out:
         with open(json_out, "w") as fh:
             json.dump({"tokenizer": tokenizer, "data": data, "split": split, "limit": limit, "sample": sample,
-                       "seed": seed, "records": len(records), "gc_threshold": gc_threshold, "engines": [t.summary() for t in tallies],
-                       "ratios": ratios(tallies), "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
+                       "seed": seed, "records": len(records), "gc_threshold": gc_threshold,
+                       "engines": [t.summary() for t in tallies], "ratios": ratios(tallies),
+                       "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
     return 0
 
