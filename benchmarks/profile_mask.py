@@ -192,8 +192,7 @@ def _wrap_for_breakdown(excl: dict[str, float], calls: dict[str, int]) -> None:
     for name in ["_collect", "_walk", "_walk_from_loop", "_lexeme_walk", "_scan", "context", "_branches",
                  "_parts", "fill_mask"]:
         setattr(ga, name, wrap(f"recognizer.{name}", getattr(ga, name)))
-    ga._grouped = staticmethod(wrap("recognizer._grouped", ga._grouped))
-    for name in ["walk_tokens", "lexer_context", "_take", "_apply", "_union"]:
+    for name in ["walk_tokens", "lexer_context", "_take", "_apply", "_union", "_few_crossing_groups", "_crossing_groups"]:
         setattr(recognizer, name, wrap(name, getattr(recognizer, name)))
     earley.EarleyParser.scan = wrap("earley.scan", earley.EarleyParser.scan)
     earley.EarleyParser._close = wrap("earley._close", earley.EarleyParser._close)

@@ -528,3 +528,27 @@ def test_a_context_state_is_stepped_byte_by_byte_before_it_gets_its_row():
     for b in range(ord("a"), ord("a") + LAZY_BYTES + 1):
         ctx.step(other, b)
     assert ctx._expanded[other] and other not in ctx._cells_made
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 400), min_size=1, max_size=60), min_size=2, max_size=8))
+def test_few_crossings_are_grouped_as_numpy_groups_many(crossings: list[set[int]]) -> None:
+    """A walk's crossings, lexeme ``k`` crossing at ``crossings[k]``: the Python grouping for a few
+    nodes and the numpy one for many give every node the same accept set, nodes ascending, groups
+    by accept set id."""
+    from banister.parser.recognizer import _crossing_groups, _few_crossing_groups
+
+    ctx = LexerContext(frozenset(escape_text(f"k{i}") for i in range(8)), max_states=1_000)
+    nodes = [np.array(sorted(found), dtype=np.int32) for found in crossings]
+    lexemes = list(range(len(nodes)))
+    expected = {node: frozenset(k for k, found in enumerate(crossings) if node in found)
+                for node in set().union(*crossings)}
+    for grouping in (_few_crossing_groups, _crossing_groups):
+        groups = grouping(ctx, nodes, lexemes)
+        assert [aid for aid, _, _ in groups] == sorted(aid for aid, _, _ in groups)
+        seen = {}
+        for aid, found, key in groups:
+            assert found.dtype == np.int32 and key == found.tobytes()
+            assert found.tolist() == sorted(found.tolist())
+            seen.update((node, ctx.accept_sets[aid]) for node in found.tolist())
+        assert seen == expected

@@ -335,20 +335,8 @@ class GrammarAutomaton:
             return (tokens, ())
         if len(nodes) == 1:
             return (tokens, (_group(ctx.accept_set_id(frozenset(crossing_lexemes)), nodes[0]),))
-        all_nodes = np.concatenate(nodes)
-        owner = np.repeat(np.arange(len(nodes)), [n.size for n in nodes])
-        order = np.argsort(all_nodes, kind="stable")
-        all_nodes, owner = all_nodes[order], owner[order]
-        unique_nodes, first = np.unique(all_nodes, return_index=True)
-        if len(nodes) <= 62:  # the lexemes crossing at each node as the bits of one integer
-            keys = np.bitwise_or.reduceat(np.left_shift(1, owner.astype(np.int64)), first).tolist()
-            owners = {m: [b for b in range(len(nodes)) if m >> b & 1] for m in set(keys)}
-        else:
-            keys = [tuple(run) for run in np.split(owner, first[1:])]
-            owners = {k: k for k in set(keys)}
-        lookup = {k: ctx.accept_set_id(frozenset(crossing_lexemes[b] for b in bs)) for k, bs in owners.items()}
-        aids = np.fromiter((lookup[k] for k in keys), dtype=np.int32, count=len(keys))
-        return self._grouped(tokens, unique_nodes.astype(np.int32), aids)
+        small = sum(found.size for found in nodes) <= _SMALL_CROSSINGS
+        return (tokens, (_few_crossing_groups if small else _crossing_groups)(ctx, nodes, crossing_lexemes))
 
     def _lexeme_walk(self, pattern: str, state: int, roots: np.ndarray, roots_key: bytes
                      ) -> tuple[Tokens, np.ndarray]:
@@ -416,33 +404,65 @@ class GrammarAutomaton:
             nodes = np.sort(np.concatenate([crossings, nodes]))
         return _take(scratch), nodes
 
-    @staticmethod
-    def _grouped(words: Tokens, nodes: np.ndarray, aids: np.ndarray) -> _Walk:
-        """A walk whose crossings ``nodes`` end the accept sets ``aids``, grouped by accept set."""
-        n = nodes.shape[0]
-        if not n:
-            return (words, ())
-        if n <= 256:  # the common case: a few crossings, grouped without numpy's per-call overhead
-            aid_list = aids.tolist()
-            first = aid_list[0]
-            if aid_list.count(first) == n:
-                return (words, (_group(first, nodes),))
-            by_aid: dict[int, list[int]] = {}
-            for node, aid in zip(nodes.tolist(), aid_list):
-                by_aid.setdefault(aid, []).append(node)
-            groups = tuple(_group(aid, np.array(by_aid[aid], dtype=np.int32)) for aid in sorted(by_aid))
-            return (words, groups)
-        first = int(aids[0])
-        if (aids == first).all():
-            return (words, (_group(first, nodes),))
-        groups = tuple(_group(int(aid), nodes[aids == aid]) for aid in np.unique(aids))
-        return (words, groups)
-
 
 def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
     """One crossing group of a walk (see ``_Walk``)."""
     nodes = np.ascontiguousarray(nodes)
     return aid, nodes, nodes.tobytes()
+
+
+_SMALL_CROSSINGS = 64
+"""Crossings of several lexemes, this many nodes in all or fewer, are grouped in Python: sorting a few
+dozen nodes with numpy is mostly its per-call overhead (about 40 µs of a cold mask's walk)."""
+
+
+def _few_crossing_groups(ctx: LexerContext, nodes: list[np.ndarray], lexemes: list[int]) -> tuple:
+    """The crossing groups of a walk where lexeme ``lexemes[k]`` crosses at ``nodes[k]``: each node
+    goes to the accept set of every lexeme crossing there; groups by accept set id, nodes ascending."""
+    crossing: dict[int, list[int]] = {}
+    for lexeme, found in zip(lexemes, nodes):
+        for node in found.tolist():
+            crossing.setdefault(node, []).append(lexeme)
+    by_aid: dict[int, list[int]] = {}
+    for node in sorted(crossing):
+        by_aid.setdefault(ctx.accept_set_id(frozenset(crossing[node])), []).append(node)
+    return tuple(_group(aid, np.array(found, dtype=np.int32)) for aid, found in sorted(by_aid.items()))
+
+
+def _crossing_groups(ctx: LexerContext, nodes: list[np.ndarray], lexemes: list[int]) -> tuple:
+    """:func:`_few_crossing_groups` for many nodes, sorted and grouped with numpy."""
+    all_nodes = np.concatenate(nodes)
+    owner = np.repeat(np.arange(len(nodes)), [n.size for n in nodes])
+    order = np.argsort(all_nodes, kind="stable")
+    all_nodes, owner = all_nodes[order], owner[order]
+    unique_nodes, first = np.unique(all_nodes, return_index=True)
+    if len(nodes) <= 62:  # the lexemes crossing at each node as the bits of one integer
+        keys = np.bitwise_or.reduceat(np.left_shift(1, owner.astype(np.int64)), first).tolist()
+        owners = {m: [b for b in range(len(nodes)) if m >> b & 1] for m in set(keys)}
+    else:
+        keys = [tuple(run) for run in np.split(owner, first[1:])]
+        owners = {k: k for k in set(keys)}
+    lookup = {k: ctx.accept_set_id(frozenset(lexemes[b] for b in bs)) for k, bs in owners.items()}
+    aids = np.fromiter((lookup[k] for k in keys), dtype=np.int32, count=len(keys))
+    return _by_accept_set(unique_nodes.astype(np.int32), aids)
+
+
+def _by_accept_set(nodes: np.ndarray, aids: np.ndarray) -> tuple:
+    """Crossing ``nodes`` (ascending) that end the accept sets ``aids``, grouped by accept set."""
+    n = nodes.shape[0]
+    if n <= 256:  # a few hundred crossings, grouped without numpy's per-call overhead
+        aid_list = aids.tolist()
+        first = aid_list[0]
+        if aid_list.count(first) == n:
+            return (_group(first, nodes),)
+        by_aid: dict[int, list[int]] = {}
+        for node, aid in zip(nodes.tolist(), aid_list):
+            by_aid.setdefault(aid, []).append(node)
+        return tuple(_group(aid, np.array(by_aid[aid], dtype=np.int32)) for aid in sorted(by_aid))
+    first = int(aids[0])
+    if (aids == first).all():
+        return (_group(first, nodes),)
+    return tuple(_group(int(aid), nodes[aids == aid]) for aid in np.unique(aids))
 
 
 _MISSING = object()
@@ -526,8 +546,6 @@ def _union(parts: list, n_words: int) -> Tokens:
 _SMALL_UNION = 32
 """Sparse token sets with at most this many words in all are merged word by word in Python: faster than
 ORing them into a whole bitmask and searching it for its non-zero words."""
-
-
 def _small_union(parts: list) -> Tokens:
     """The union of sparse token sets ``parts`` (few words in all), as a sparse token set."""
     merged: dict[int, int] = {}
