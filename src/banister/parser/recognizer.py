@@ -537,6 +537,8 @@ def _union(parts: list, n_words: int) -> Tokens:
         return None, out
     if sum(index.size for index, _ in parts) <= _SMALL_UNION:
         return _small_union(parts)
+    if len(parts) > _FEW_PARTS:
+        return _sorted_union(parts, n_words)
     scratch = _scratch(n_words)
     for part in parts:
         _apply(scratch, part)
@@ -546,6 +548,30 @@ def _union(parts: list, n_words: int) -> Tokens:
 _SMALL_UNION = 32
 """Sparse token sets with at most this many words in all are merged word by word in Python: faster than
 ORing them into a whole bitmask and searching it for its non-zero words."""
+_FEW_PARTS = 8
+"""More sparse token sets than this are merged by sorting their words (:func:`_sorted_union`): a fixed
+dozen numpy calls, where ORing each into a bitmask costs one call per set (the key position of an
+object of fifty properties unites fifty sets)."""
+
+
+def _sorted_union(parts: list, n_words: int) -> Tokens:
+    """The union of many sparse token sets: their words sorted by index and ORed run by run."""
+    index = np.concatenate([part[0] for part in parts])
+    words = np.concatenate([part[1] for part in parts])
+    order = np.argsort(index, kind="stable")
+    index, words = index[order], words[order]
+    runs = np.flatnonzero(np.diff(index, prepend=-1))
+    index, words = index[runs], np.bitwise_or.reduceat(words, runs)
+    if index.size * _SPARSE_SHARE > n_words:
+        dense = np.zeros(n_words, dtype=np.uint32)
+        dense[index] = words
+        dense.setflags(write=False)
+        return None, dense
+    index.setflags(write=False)
+    words.setflags(write=False)
+    return index, words
+
+
 def _small_union(parts: list) -> Tokens:
     """The union of sparse token sets ``parts`` (few words in all), as a sparse token set."""
     merged: dict[int, int] = {}
