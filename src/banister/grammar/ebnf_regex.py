@@ -471,17 +471,26 @@ def _looks(node: Node | Look, found: list[Look], *, ahead_only: bool = False) ->
         _looks(node.item, found, ahead_only=ahead_only)
 
 
-def _reverse(node: Node | Look) -> Node | Look:
-    """The mirror image: reversed texts, lookbehinds turned into lookaheads and back."""
+def _reverse(node: Node | Look, memo: dict[int, Node | Look] | None = None) -> Node | Look:
+    """The mirror image: reversed texts, lookbehinds turned into lookaheads and back. A subtree shared
+    in ``node`` (the lookahead pass shares them) is reversed once and shared in the result, so a
+    graph of a few thousand nodes never unfolds into the exponential tree it prints as."""
+    memo = {} if memo is None else memo
+    found = memo.get(id(node))
+    if found is not None:
+        return found
     if isinstance(node, Look):
-        return Look(not node.ahead, node.negative, tuple(s[::-1] for s in node.strings))
-    if isinstance(node, Concat):
-        return Concat(tuple(_reverse(item) for item in node.items[::-1]))  # type: ignore[misc]
-    if isinstance(node, Alternate):
-        return Alternate(tuple(_reverse(option) for option in node.options))  # type: ignore[misc]
-    if isinstance(node, Repeat):
-        return Repeat(_reverse(node.item), node.min, node.max)  # type: ignore[arg-type]
-    return node
+        out: Node | Look = Look(not node.ahead, node.negative, tuple(s[::-1] for s in node.strings))
+    elif isinstance(node, Concat):
+        out = Concat(tuple(_reverse(item, memo) for item in node.items[::-1]))  # type: ignore[misc]
+    elif isinstance(node, Alternate):
+        out = Alternate(tuple(_reverse(option, memo) for option in node.options))  # type: ignore[misc]
+    elif isinstance(node, Repeat):
+        out = Repeat(_reverse(node.item, memo), node.min, node.max)  # type: ignore[arg-type]
+    else:
+        out = node
+    memo[id(node)] = out
+    return out
 
 
 def remove_lookarounds(node: Node | Look, offset: int = 0) -> Node:
