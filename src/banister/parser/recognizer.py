@@ -413,7 +413,7 @@ def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
 
 _SMALL_CROSSINGS = 64
 """Crossings of several lexemes, this many nodes in all or fewer, are grouped in Python: sorting a few
-dozen nodes with numpy is mostly its per-call overhead (about 40 µs of a cold mask's walk)."""
+dozen nodes with numpy is mostly its per-call overhead."""
 
 
 def _few_crossing_groups(ctx: LexerContext, nodes: list[np.ndarray], lexemes: list[int]) -> tuple:
@@ -423,10 +423,8 @@ def _few_crossing_groups(ctx: LexerContext, nodes: list[np.ndarray], lexemes: li
     for lexeme, found in zip(lexemes, nodes):
         for node in found.tolist():
             crossing.setdefault(node, []).append(lexeme)
-    by_aid: dict[int, list[int]] = {}
-    for node in sorted(crossing):
-        by_aid.setdefault(ctx.accept_set_id(frozenset(crossing[node])), []).append(node)
-    return tuple(_group(aid, np.array(found, dtype=np.int32)) for aid, found in sorted(by_aid.items()))
+    ordered = sorted(crossing)
+    return _grouped(ordered, [ctx.accept_set_id(frozenset(crossing[node])) for node in ordered])
 
 
 def _crossing_groups(ctx: LexerContext, nodes: list[np.ndarray], lexemes: list[int]) -> tuple:
@@ -444,25 +442,18 @@ def _crossing_groups(ctx: LexerContext, nodes: list[np.ndarray], lexemes: list[i
         owners = {k: k for k in set(keys)}
     lookup = {k: ctx.accept_set_id(frozenset(lexemes[b] for b in bs)) for k, bs in owners.items()}
     aids = np.fromiter((lookup[k] for k in keys), dtype=np.int32, count=len(keys))
-    return _by_accept_set(unique_nodes.astype(np.int32), aids)
+    unique_nodes = unique_nodes.astype(np.int32)
+    if unique_nodes.size <= 256:  # a few hundred crossings: grouped without numpy's per-call overhead
+        return _grouped(unique_nodes.tolist(), aids.tolist())
+    return tuple(_group(int(aid), unique_nodes[aids == aid]) for aid in np.unique(aids))
 
 
-def _by_accept_set(nodes: np.ndarray, aids: np.ndarray) -> tuple:
-    """Crossing ``nodes`` (ascending) that end the accept sets ``aids``, grouped by accept set."""
-    n = nodes.shape[0]
-    if n <= 256:  # a few hundred crossings, grouped without numpy's per-call overhead
-        aid_list = aids.tolist()
-        first = aid_list[0]
-        if aid_list.count(first) == n:
-            return (_group(first, nodes),)
-        by_aid: dict[int, list[int]] = {}
-        for node, aid in zip(nodes.tolist(), aid_list):
-            by_aid.setdefault(aid, []).append(node)
-        return tuple(_group(aid, np.array(by_aid[aid], dtype=np.int32)) for aid in sorted(by_aid))
-    first = int(aids[0])
-    if (aids == first).all():
-        return (_group(first, nodes),)
-    return tuple(_group(int(aid), nodes[aids == aid]) for aid in np.unique(aids))
+def _grouped(nodes: list[int], aids: list[int]) -> tuple:
+    """Crossing ``nodes`` (ascending) that end the accept sets ``aids``, grouped by accept set id."""
+    by_aid: dict[int, list[int]] = {}
+    for node, aid in zip(nodes, aids):
+        by_aid.setdefault(aid, []).append(node)
+    return tuple(_group(aid, np.array(found, dtype=np.int32)) for aid, found in sorted(by_aid.items()))
 
 
 _MISSING = object()
