@@ -546,21 +546,16 @@ object of fifty properties unites fifty sets)."""
 
 
 def _sorted_union(parts: list, n_words: int) -> Tokens:
-    """The union of many sparse token sets: their words sorted by index and ORed run by run."""
+    """The union of many sparse token sets: their words sorted by index and ORed run by run, then
+    taken as a walk's are (:func:`_take`: sparse or dense by the same rule)."""
     index = np.concatenate([part[0] for part in parts])
     words = np.concatenate([part[1] for part in parts])
     order = np.argsort(index, kind="stable")
     index, words = index[order], words[order]
     runs = np.flatnonzero(np.diff(index, prepend=-1))
-    index, words = index[runs], np.bitwise_or.reduceat(words, runs)
-    if index.size * _SPARSE_SHARE > n_words:
-        dense = np.zeros(n_words, dtype=np.uint32)
-        dense[index] = words
-        dense.setflags(write=False)
-        return None, dense
-    index.setflags(write=False)
-    words.setflags(write=False)
-    return index, words
+    scratch = _scratch(n_words)
+    scratch[index[runs]] = np.bitwise_or.reduceat(words, runs)
+    return _take(scratch, index[runs])
 
 
 def _small_union(parts: list) -> Tokens:
