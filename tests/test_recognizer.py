@@ -208,6 +208,29 @@ def test_histories_are_persistent_sequences(picks):
             history[len(history)]
 
 
+@given(st.lists(st.lists(st.lists(st.integers(-3, 9), max_size=3), max_size=3), min_size=1, max_size=10),
+       st.frozensets(st.integers(-3, -1)))
+def test_nullable_and_productive_rules_are_the_plain_fixpoints(rules, excluded):
+    """The parser's nullable and productive rules (integer rules: ``s >= 0`` a rule, ``s < 0`` a
+    lexeme) against the textbook fixpoint: add any rule with an alternative whose symbols all qualify
+    until none is added."""
+    from banister.parser.earley import _least_rules
+
+    rules = [[tuple(s % len(rules) if s >= 0 else s for s in alt) for alt in alts] for alts in rules]
+
+    def fixpoint(lexeme_ok) -> frozenset[int]:
+        found: set[int] = set()
+        while True:
+            more = {i for i, alts in enumerate(rules)
+                    if any(all(s in found if s >= 0 else lexeme_ok(s) for s in alt) for alt in alts)}
+            if more <= found:
+                return frozenset(found)
+            found |= more
+
+    assert _least_rules(rules, ()) == fixpoint(lambda s: False)
+    assert _least_rules(rules, excluded) == fixpoint(lambda s: s not in excluded)
+
+
 def test_a_long_document_holds_memory_in_proportion_to_its_length(llama_json):
     """What a matcher holds grows linearly with the document: each Earley state reaches the states
     before it through a shared history, not a copy of all of them (which held 267 MB for 4,000 items)."""

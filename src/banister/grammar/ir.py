@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 from banister.errors import GrammarError
 
@@ -184,3 +184,44 @@ class GrammarBuilder:
         if empty:
             raise GrammarError(f"rules declared but never defined: {', '.join(sorted(empty)[:5])}")
         return Grammar({name: tuple(alts) for name, alts in self._rules.items()}, start_name)
+
+
+Head = TypeVar("Head")
+
+
+def least_derived(alternatives: Iterable[tuple[Head, list[Head]]]) -> set[Head]:
+    """The least set of heads where a head is in when one of its alternatives needs only heads that are.
+
+    Each alternative is ``(head, needs)``; one that needs nothing puts its head in at once. With rules as
+    heads and the rules an alternative refers to as its needs, these are the rules that derive some
+    text; leave out the alternatives that use a lexeme and they are the rules that derive the empty
+    string. Linear: each alternative counts the needs it still misses, and is told when one is met.
+    """
+    users: dict[Head, list[int]] = {}
+    missing: list[int] = []
+    owner: list[Head] = []
+    ready: list[Head] = []
+    for head, needs in alternatives:
+        if not needs:
+            ready.append(head)
+            continue
+        k = len(missing)
+        missing.append(len(needs))
+        owner.append(head)
+        for need in needs:
+            found = users.get(need)
+            if found is None:
+                users[need] = [k]
+            else:
+                found.append(k)
+    derived: set[Head] = set()
+    while ready:
+        head = ready.pop()
+        if head in derived:
+            continue
+        derived.add(head)
+        for k in users.get(head, ()):
+            missing[k] -= 1
+            if missing[k] == 0:
+                ready.append(owner[k])
+    return derived

@@ -23,7 +23,7 @@ import numpy as np
 
 from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
-from banister.grammar.ir import Alternative, Grammar, Lexeme, Ref, Symbol
+from banister.grammar.ir import Alternative, Grammar, Lexeme, Ref, Symbol, least_derived
 from banister.grammar.json_automata import CharDFA
 from banister.grammar.json_logic import (
     ALL_TYPES,
@@ -332,36 +332,9 @@ _PRODUCTIVE_PASSES = 8
 
 def _productive_worklist(rules: dict[str, list[Alternative]]) -> tuple[set[str], bool]:
     """:func:`_productive` by a worklist over alternatives, each waiting for its references."""
-    users: dict[str, list[int]] = {}
-    missing: list[int] = []
-    owner: list[str] = []
-    ready: list[str] = []
-    for name, alts in rules.items():
-        for alt in alts:
-            refs = [s.name for s in alt if type(s) is Ref]
-            if not refs:
-                ready.append(name)
-                continue
-            key = len(missing)
-            missing.append(len(refs))
-            owner.append(name)
-            for r in refs:
-                found = users.get(r)
-                if found is None:
-                    users[r] = [key]
-                else:
-                    found.append(key)
-    productive: set[str] = set()
-    while ready:
-        name = ready.pop()
-        if name in productive:
-            continue
-        productive.add(name)
-        for key in users.get(name, ()):
-            missing[key] -= 1
-            if missing[key] == 0:
-                ready.append(owner[key])
-    return productive, len(productive) == len(rules) and not any(missing)
+    productive = least_derived((name, [s.name for s in alt if type(s) is Ref]) for name, alts in rules.items()
+                               for alt in alts)
+    return productive, len(productive) == len(rules)
 
 
 class JsonGrammarBuilder:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 
 from banister.errors import GrammarError, LimitError
-from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol
+from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol, least_derived
 
 _DOT_BITS = 20
 _DOT_MASK = (1 << _DOT_BITS) - 1
@@ -359,36 +359,15 @@ def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
 
 def _least_rules(rules: list[list[tuple[int, ...]]], excluded: frozenset[int] | tuple) -> frozenset[int]:
     """The least set of rules having an alternative whose symbols are all lexemes not in ``excluded`` or
-    rules in the set. With every lexeme excluded: the nullable rules; with the lexemes that match
-    nothing excluded: the productive rules. Linear: each alternative counts what it still needs."""
-    all_lexemes_excluded = excluded == ()
-    waiting: list[list[int]] = [[] for _ in rules]
-    missing: list[int] = []
-    owner: list[int] = []
-    queue: list[int] = []
-    for name, alternatives in enumerate(rules):
-        for alt in alternatives:
-            if all_lexemes_excluded:
-                if alt and min(alt) < 0:
-                    continue
-            elif any(s < 0 and s in excluded for s in alt):
-                continue
-            needed = [s for s in alt if s >= 0]
-            k = len(missing)
-            missing.append(len(needed))
-            owner.append(name)
-            for r in needed:
-                waiting[r].append(k)
-            if not needed:
-                queue.append(name)
-    done = bytearray(len(rules))
-    while queue:
-        name = queue.pop()
-        if done[name]:
-            continue
-        done[name] = 1
-        for k in waiting[name]:
-            missing[k] -= 1
-            if missing[k] == 0:
-                queue.append(owner[k])
-    return frozenset(i for i in range(len(rules)) if done[i])
+    rules in the set. With every lexeme excluded (``()``): the nullable rules; with the lexemes that
+    match nothing excluded: the productive rules."""
+    if excluded == ():
+        def usable(alt: tuple[int, ...]) -> bool:
+            return not alt or min(alt) >= 0
+    else:
+        def usable(alt: tuple[int, ...]) -> bool:
+            return not any(s < 0 and s in excluded for s in alt)
+    return frozenset(least_derived(
+        (name, [s for s in alt if s >= 0]) for name, alternatives in enumerate(rules) for alt in alternatives
+        if usable(alt)
+    ))
