@@ -82,6 +82,45 @@ def test_key_order_schema_and_any():
         assert not matches(schema_order, bad) and not matches(any_order, bad), bad
 
 
+BRANCHES = {"anyOf": [
+    {"properties": {"expect": {"type": "string"}, "field": {"type": "string"}}, "required": ["field", "expect"],
+     "additionalProperties": False},
+    {"properties": {"error": {"type": "string"}, "field": {"type": "string"}}, "required": ["error", "field"],
+     "additionalProperties": False},
+]}
+INHERITED = {"$defs": {"base": {"properties": {"level": {"enum": ["warn", "error"]}}}},
+             "allOf": [{"$ref": "#/$defs/base"}], "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}
+LEGACY_REF = {"$schema": "http://json-schema.org/draft-04/schema#", "$ref": "#/definitions/car",
+              "properties": {"track": {"type": "string"}},  # beside $ref in draft 4: does not apply
+              "definitions": {"car": {"properties": {"reg": {"type": "string"}}, "required": ["reg"]}}}
+
+
+@pytest.mark.parametrize("schema, values, schema_orders, other_orders", [
+    (BRANCHES, [{"field": "f", "expect": "e"}, {"field": "f", "error": "e"}],
+     {("expect", "field"), ("field", "error")}, {("error", "field")}),
+    (INHERITED, [{"x": 1, "y": 2, "level": "warn"}], {("x", "y", "level")}, {("level", "x", "y")}),
+    (LEGACY_REF, [{"reg": "r", "track": 5}], {("reg", "track")}, set()),
+])
+def test_key_orders_of_branches_and_inheritance(schema, values, schema_orders, other_orders):
+    """A small object takes its keys in schema order, in its branch's own order and with inherited
+    properties first, and in no other order; with ``max_reordered_names=0`` in schema order only. Every
+    accepted text is valid under the jsonschema package."""
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammars = {
+        "all": json_schema_to_grammar(schema),
+        "schema": json_schema_to_grammar(schema, settings=SchemaSettings(max_reordered_names=0)),
+    }
+    accepted: dict[str, set] = {"all": set(), "schema": set()}
+    for value in values:
+        for keys in itertools.permutations(value):
+            text = json.dumps({k: value[k] for k in keys})
+            for name, grammar in grammars.items():
+                if matches(grammar, text):
+                    assert validator.is_valid(json.loads(text)), text
+                    accepted[name].add(keys)
+    assert accepted == {"all": schema_orders | other_orders, "schema": schema_orders}
+
+
 def test_optional_properties_grow_the_grammar_linearly():
     """Each position among the names offers its own member or the next position's, so a run of n
     optional properties is O(n) alternatives (a rule listing every later member was O(n^2)); every

@@ -22,7 +22,8 @@ class Reorder:
 
     Independent of the compiler: names come from a depth-first walk over the schemas that apply to a
     value (own properties, required, dependency names, then $ref, allOf, anyOf, oneOf, not, if, then,
-    else, dependentSchemas/dependencies); named keys go first in that order, other keys after them.
+    else, dependentSchemas/dependencies); the names declared in properties go first in that order, then
+    the names only required or named by dependencies, then the other keys.
     """
 
     def __init__(self, schema: Any, legacy: bool | None = None) -> None:
@@ -76,7 +77,8 @@ class Reorder:
     def closure(self, schemas: list[Any]) -> tuple[list[dict], list[str]]:
         """The schemas reached in place (DFS order) and the property names in schema order."""
         out: list[dict] = []
-        names: dict[str, None] = {}
+        names: dict[str, None] = {}  # declared in properties
+        mentioned: dict[str, None] = {}  # in required or dependencies: after the declared names
         seen: set[int] = set()
         stack = list(reversed(schemas))
         while stack:
@@ -84,17 +86,19 @@ class Reorder:
             if not isinstance(s, dict) or id(s) in seen:
                 continue
             seen.add(id(s))
-            out.append(s)
-            if isinstance(s.get("properties"), dict):
+            legacy_ref = self.legacy and "$ref" in s  # the keywords beside it do not apply
+            if not legacy_ref:
+                out.append(s)
+            if isinstance(s.get("properties"), dict) and not legacy_ref:
                 names.update(dict.fromkeys(s["properties"]))
-            if isinstance(s.get("required"), list):
-                names.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
+            if isinstance(s.get("required"), list) and not legacy_ref:
+                mentioned.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
             for key in ("dependentRequired", "dependencies"):
-                if isinstance(s.get(key), dict):
+                if isinstance(s.get(key), dict) and not legacy_ref:
                     for name, needed in s[key].items():
                         if isinstance(needed, list):
-                            names[name] = None
-                            names.update(dict.fromkeys(n for n in needed if isinstance(n, str)))
+                            mentioned[name] = None
+                            mentioned.update(dict.fromkeys(n for n in needed if isinstance(n, str)))
             subs: list[Any] = []
             if isinstance(s.get("$ref"), str):
                 subs.append(self._resolve(s))
@@ -109,7 +113,7 @@ class Reorder:
                     if isinstance(s.get(key), dict):
                         subs.extend(v for v in s[key].values() if isinstance(v, (dict, bool)))
             stack.extend(reversed(subs))
-        return out, list(names)
+        return out, list({**names, **mentioned})
 
     def __call__(self, value: Any, schemas: list[Any] | None = None) -> Any:
         schemas = [self.root] if schemas is None else schemas

@@ -71,6 +71,7 @@ class SchemaSettings:
     max_alternatives: int = 256
     max_depth: int = 200
     max_object_states: int = 4096
+    max_reordered_names: int = 16
     max_array_states: int = 4096
     max_unique_values: int = 8
     max_string_states: int = 2_000
@@ -801,8 +802,8 @@ class JsonGrammarBuilder:
         if len(t.exists) > 2:
             raise SchemaError("more than two 'some key' obligations (complements) on one object", t.exists[0][2])
         # Every name the node's schemas mention takes its place in schema order, also in a branch that
-        # does not declare it (its value then follows this branch's rules), so the order is the same
-        # whichever branch matches.
+        # does not declare it (its value then follows this branch's rules), so schema order is the same
+        # whichever branch matches (the other orders are below).
         rank = logic.rank(node)
         names: list[str] = list(
             dict.fromkeys(
@@ -831,36 +832,54 @@ class JsonGrammarBuilder:
         if self.o.key_order == "any":
             return self._any_order(t, names, members, extra, cap, deps_ok, done)
 
-        n_names = len(names)
-        required_from = [False] * (n_names + 1)
-        for i in range(n_names - 1, -1, -1):
-            required_from[i] = required_from[i + 1] or names[i] in t.required
+        # Named keys go in schema order. An object of a few possible names also takes them in the two
+        # other orders schemas are written for: this branch's own (an anyOf branch's properties as it
+        # lists them) and inherited first (what $ref, allOf... declare before the schema's own). Each
+        # order is a copy of the member sequence; names no member can have take no place.
+        live = [n for n in names if members[n]]
+        orders = [live]
+        if len(live) <= self.s.max_reordered_names:
+            declared_at: dict[str, int] = {}
+            for k, _ in t.props:
+                declared_at.setdefault(k, len(declared_at))
+            inherited = logic.rank(node, own_first=False)
+            orders.append(sorted(live, key=lambda n: declared_at.get(n, len(declared_at))))
+            orders.append(sorted(live, key=lambda n: inherited.get(n, len(inherited))))
 
-        def final(state: tuple) -> bool:
-            i, c, present, bits = state
-            return not required_from[i] and c >= t.min_props and deps_ok(present) and bits == done
+        def in_order(order: list[str]) -> Symbol:
+            n_names = len(order)
+            required_from = [False] * (n_names + 1)
+            for i in range(n_names - 1, -1, -1):
+                required_from[i] = required_from[i + 1] or order[i] in t.required
 
-        def moves(state: tuple) -> list[tuple[Piece, tuple]]:
-            # The member of the name at position i (or, past the names, any other key's).
-            i, c, present, bits = state
-            if t.max_props is not None and c >= t.max_props:
-                return []
-            if i == n_names:
-                return [(piece, (n_names, min(c + 1, cap), present, bits | b)) for piece, b in extra]
-            name = names[i]
-            now = present | {name} if name in tracked else present
-            return [(piece, (i + 1, min(c + 1, cap), now, bits | b)) for piece, b in members[name]]
+            def final(state: tuple) -> bool:
+                i, c, present, bits = state
+                return not required_from[i] and c >= t.min_props and deps_ok(present) and bits == done
 
-        def skip(state: tuple) -> tuple | None:
-            # An optional name left out: the next position's members instead.
-            i, c, present, bits = state
-            if i == n_names or names[i] in t.required or (t.max_props is not None and c >= t.max_props):
-                return None
-            if i + 1 == n_names and not extra:
-                return None
-            return (i + 1, c, present, bits)
+            def moves(state: tuple) -> list[tuple[Piece, tuple]]:
+                # The member of the name at position i (or, past the names, any other key's).
+                i, c, present, bits = state
+                if t.max_props is not None and c >= t.max_props:
+                    return []
+                if i == n_names:
+                    return [(piece, (n_names, min(c + 1, cap), present, bits | b)) for piece, b in extra]
+                name = order[i]
+                now = present | {name} if name in tracked else present
+                return [(piece, (i + 1, min(c + 1, cap), now, bits | b)) for piece, b in members[name]]
 
-        return self._sequence((0, 0, frozenset(), 0), final, moves, "object", skip)
+            def skip(state: tuple) -> tuple | None:
+                # An optional name left out: the next position's members instead.
+                i, c, present, bits = state
+                if i == n_names or order[i] in t.required or (t.max_props is not None and c >= t.max_props):
+                    return None
+                if i + 1 == n_names and not extra:
+                    return None
+                return (i + 1, c, present, bits)
+
+            return self._sequence((0, 0, frozenset(), 0), final, moves, "object", skip)
+
+        sequences = [(in_order(order),) for order in {tuple(o): o for o in orders}.values()]
+        return sequences[0][0] if len(sequences) == 1 else self.r.add("object", sequences)
 
     def _variants(self, base: Node, witness: list[tuple[int, Node]], make: Any) -> list[tuple[Any, int]]:
         """What ``make`` gives for a member's node: the plain one, and one per subset of the obligations

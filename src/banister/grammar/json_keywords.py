@@ -215,7 +215,8 @@ OPTIONS: tuple[Option, ...] = (
         "key_order",
         '"schema"',
         '`"schema"`: declared properties (required and optional) in schema order, other keys after them in '
-        'any order; `"any"`: any order, no duplicates among named keys (2^n states: `max_object_states`)',
+        "any order; an object of at most `max_reordered_names` names also in its branch's own order and "
+        'inherited first; `"any"`: any order, no duplicates among named keys (2^n states: `max_object_states`)',
     ),
     Option(
         "whitespace",
@@ -248,6 +249,8 @@ SETTINGS: dict[str, str] = {
     "max_alternatives": "Alternatives (anyOf/oneOf branches after distributing allOf) for one schema location.",
     "max_depth": "Nesting of in-place applicators (allOf, anyOf, $ref chains...) expanded at once.",
     "max_object_states": "States of one object's member sequence (count and presence tracking, any key order).",
+    "max_reordered_names": "Objects of at most this many possible named keys are also accepted in two more key "
+    "orders (see `key_order`), each a copy of the member sequence; larger ones in schema order only.",
     "max_array_states": "States of one array's item sequence (positions, counts, contains).",
     "max_unique_values": "uniqueItems is enforced when items come from at most this many values.",
     "max_string_states": "Automaton states when string constraints are combined (pattern with length, keys left over).",

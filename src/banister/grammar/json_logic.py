@@ -1392,23 +1392,35 @@ class Logic:
 
     # -- property order
 
-    def rank(self, node: Node) -> dict[str, int]:
+    def rank(self, node: Node, own_first: bool = True) -> dict[str, int]:
         """Property names in schema order: a depth-first walk of the node's schemas (own ``properties``,
-        ``required``, dependency names, then ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``,
-        ``then``, ``else``, ``dependentSchemas``/``dependencies`` in that order)."""
-        found = self._ranks.get(node)
+        then ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``, ``then``, ``else``,
+        ``dependentSchemas``/``dependencies`` in that order); the names only ``required`` or dependencies
+        mention come after every declared one. ``own_first=False``: each schema's own names after those
+        of the schemas it applies (inherited first). Beside a ``$ref`` of drafts 4 to 7 nothing applies."""
+        key = (node, own_first)
+        found = self._ranks.get(key)
         if found is None:
-            found = self._ranks[node] = {}
+            found = self._ranks[key] = {}
             seen: set[str] = set()
-            for name in _walk_names(self, node, seen):
+            mentioned: list[str] = []
+            for name, declared in _walk_names(self, node, seen, own_first):
+                if declared:
+                    found.setdefault(name, len(found))
+                else:
+                    mentioned.append(name)
+            for name in mentioned:
                 found.setdefault(name, len(found))
         return found
 
 
-def _walk_names(logic: Logic, node: Node, seen: set[str]) -> Iterator[str]:
+def _walk_names(logic: Logic, node: Node, seen: set[str], own_first: bool) -> Iterator[tuple[str, bool]]:
     stack: list[Any] = list(reversed(node))
     while stack:
         item = stack.pop()
+        if item[0] == "names":
+            yield from item[1]
+            continue
         if item[0] == "not":
             stack.extend(reversed(item[1]))
             continue
@@ -1419,23 +1431,26 @@ def _walk_names(logic: Logic, node: Node, seen: set[str]) -> Iterator[str]:
         s, p = loc.schema, loc.pointer
         if not isinstance(s, dict):
             continue
-        if isinstance(s.get("properties"), dict):
-            yield from s["properties"]
-        if isinstance(s.get("required"), list):
-            yield from (r for r in s["required"] if isinstance(r, str))
-        for key in ("dependentRequired", "dependencies"):
-            if isinstance(s.get(key), dict):
-                for name, needed in s[key].items():
-                    if isinstance(needed, list):
-                        yield name
-                        yield from (n for n in needed if isinstance(n, str))
+        legacy_ref = "$ref" in s and loc.draft in ("4", "6", "7")
+        own: list[tuple[str, bool]] = []
+        if not legacy_ref:
+            if isinstance(s.get("properties"), dict):
+                own.extend((name, True) for name in s["properties"])
+            if isinstance(s.get("required"), list):
+                own.extend((r, False) for r in s["required"] if isinstance(r, str))
+            for key in ("dependentRequired", "dependencies"):
+                if isinstance(s.get(key), dict):
+                    for name, needed in s[key].items():
+                        if isinstance(needed, list):
+                            own.append((name, False))
+                            own.extend((n, False) for n in needed if isinstance(n, str))
         subs: list[Any] = []
         if isinstance(s.get("$ref"), str):
             try:
                 subs.append(("loc", logic.doc.resolve(s["$ref"], loc).pointer))
             except SchemaError:
                 pass
-        if not ("$ref" in s and loc.draft in ("4", "6", "7")):
+        if not legacy_ref:
             for key in ("allOf", "anyOf", "oneOf"):
                 if isinstance(s.get(key), list):
                     subs.extend(("loc", f"{p}/{key}/{i}") for i in range(len(s[key])))
@@ -1449,6 +1464,10 @@ def _walk_names(logic: Logic, node: Node, seen: set[str]) -> Iterator[str]:
                         for k, v in s[key].items()
                         if isinstance(v, (dict, bool))
                     )
+        if own_first:
+            yield from own
+        else:
+            stack.append(("names", own))
         stack.extend(reversed(subs))
 
 
