@@ -1467,7 +1467,7 @@ def _walk_names(logic: Logic, node: Node, seen: set[str], own_first: bool) -> It
         if own_first:
             yield from own
         else:
-            stack.append(("names", own))
+            stack.append(("names", own))  # yielded once the schemas it applies are walked
         stack.extend(reversed(subs))
 
 

@@ -63,8 +63,9 @@ def json_schema_to_grammar(
 
     Options (see docs/json-schema.md): ``strict`` closes objects as OpenAI's strict mode;
     ``key_order`` is ``"schema"`` (declared properties in schema order, a small object's also in its
-    branch's own order and inherited first; other keys after them) or ``"any"``; ``whitespace`` is ``"flexible"`` (runs of at most ``max_whitespace``), ``"compact"`` or
-    ``"pretty"`` (``json.dumps``' default separators); ``max_nesting`` caps the depth of free-form
+    branch's own order and inherited first; other keys after them) or ``"any"``; ``whitespace`` is
+    ``"flexible"`` (runs of at most ``max_whitespace``), ``"compact"`` or ``"pretty"`` (``json.dumps``'
+    default separators); ``max_nesting`` caps the depth of free-form
     values (None, the default: any depth, as in JSON itself); ``draft`` applies when ``$schema`` does not say (default 2020-12); ``unsupported_formats``
     ``"ignore"`` treats the formats the specification defines but banister cannot enforce as
     annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
