@@ -65,10 +65,10 @@ def json_schema_to_grammar(
     ``key_order`` is ``"schema"`` (declared properties in schema order, a small object's also in its
     branch's own order and inherited first; other keys after them) or ``"any"``; ``whitespace`` is
     ``"flexible"`` (runs of at most ``max_whitespace``), ``"compact"`` or ``"pretty"`` (``json.dumps``'
-    default separators); ``max_nesting`` caps the depth of free-form
-    values (None, the default: any depth, as in JSON itself); ``draft`` applies when ``$schema`` does not say (default 2020-12); ``unsupported_formats``
-    ``"ignore"`` treats the formats the specification defines but banister cannot enforce as
-    annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
+    default separators); ``max_nesting`` caps the depth of free-form values (None, the default: any
+    depth, as in JSON itself); ``draft`` applies when ``$schema`` does not say (default 2020-12);
+    ``unsupported_formats`` ``"ignore"`` treats the formats the specification defines but banister
+    cannot enforce as annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
     names the specification does not define. Raises SchemaError or LimitError.
     """
     settings = settings or SchemaSettings()
