@@ -225,6 +225,25 @@ def test_bitmasks_of_the_wrong_kind_are_refused_by_name(named, compilers):
         matcher.fill_next_token_bitmask(torch.zeros(words.shape, dtype=torch.int32, device="meta"))
 
 
+@pytest.mark.parametrize("cache_size", [0, 8])
+def test_a_schema_that_is_not_json_data_is_a_schema_error(named, cache_size):
+    """A dict holding itself, or a set, is refused with the front end's SchemaError whether or not the
+    compiler keys a cache by the schema's JSON text (which cannot be written for them), also as a
+    structural tag's body."""
+    from banister.errors import SchemaError
+    from banister.grammar.structural import Tag
+
+    cyclic: dict = {"type": "object"}
+    cyclic["properties"] = {"self": cyclic}
+    compiler = Compiler(named.vocab, cache_size=cache_size)
+    with pytest.raises(SchemaError, match="contains itself"):
+        compiler.json_schema(cyclic)
+    with pytest.raises(SchemaError, match="set"):
+        compiler.json_schema({"enum": {1, 2}})
+    with pytest.raises(SchemaError, match="contains itself"):
+        compiler.structural_tag([Tag(begin="<a>", schema=cyclic, end="</a>")])
+
+
 def test_compiling_pauses_garbage_collection_and_restores_it(named, monkeypatch):
     """Collection is off while a schema compiles and back as it was after, also when compiling fails."""
     import gc

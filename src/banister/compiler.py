@@ -110,11 +110,11 @@ class Compiler:
         ``unknown_formats``.
         Raises ``SchemaError`` naming the keyword and its JSON pointer, or ``LimitError``.
         """
-        from banister.grammar.json_schema import json_schema_to_grammar
+        from banister.grammar.json_schema import json_schema_to_grammar, schema_text
 
         def key() -> str:
             # Not sort_keys: the order of a schema's properties is the order the output writes them.
-            text = schema if isinstance(schema, str) else json.dumps(schema)
+            text = schema if isinstance(schema, str) else schema_text(schema)
             return text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
 
         return self._cached("json_schema", key, lambda: self._grammar_automaton(json_schema_to_grammar(schema, **options)))

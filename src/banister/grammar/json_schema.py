@@ -175,6 +175,18 @@ def _load(schema: Any) -> Any:
     return schema
 
 
+def schema_text(schema: Any, **dumps: Any) -> str:
+    """``schema`` as JSON text in its own key order (``json.dumps`` with ``dumps``), which caches key it
+    by; SchemaError, naming what is wrong, when it is not JSON data (a dict holding itself, a set)."""
+    if isinstance(schema, Mapping) and not isinstance(schema, dict):
+        schema = dict(schema)
+    try:
+        return json.dumps(schema, **dumps)
+    except (TypeError, ValueError):
+        _check_json(schema)
+        raise
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -73,7 +73,9 @@ class Tag:
             return "grammar:" + repr(self.grammar)
         if isinstance(self.schema, str):
             return "schema-text:" + self.schema
-        return "schema:" + json.dumps(self.schema, default=repr)  # in key order: it orders the output
+        from banister.grammar.json_schema import schema_text
+
+        return "schema:" + schema_text(self.schema, default=repr)  # in key order: it orders the output
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tag) and self.key() == other.key()
