@@ -560,7 +560,8 @@ class Logic:
         self._probing = 0
         self._pruned: dict[tuple[Shape, int], frozenset[str]] = {}
         self._empty: dict[tuple[Node, int], bool] = {}
-        self._ranks: dict[Node, dict[str, int]] = {}
+        self._ranks: dict[tuple[Node, bool], dict[str, int]] = {}
+        self._ranks_differ: set[Node] = set()  # nodes whose two walk orders can differ (see rank)
 
     # -- public entry points
 
@@ -1401,10 +1402,12 @@ class Logic:
         key = (node, own_first)
         found = self._ranks.get(key)
         if found is None:
+            if not own_first and (node, True) in self._ranks and node not in self._ranks_differ:
+                return self._ranks[(node, True)]  # no schema had names of its own and of others to apply
             found = self._ranks[key] = {}
             seen: set[str] = set()
             mentioned: list[str] = []
-            for name, declared in _walk_names(self, node, seen, own_first):
+            for name, declared in _walk_names(self, node, seen, own_first, self._ranks_differ):
                 if declared:
                     found.setdefault(name, len(found))
                 else:
@@ -1414,7 +1417,10 @@ class Logic:
         return found
 
 
-def _walk_names(logic: Logic, node: Node, seen: set[str], own_first: bool) -> Iterator[tuple[str, bool]]:
+def _walk_names(logic: Logic, node: Node, seen: set[str], own_first: bool, differ: set[Node]
+                ) -> Iterator[tuple[str, bool]]:
+    """``(name, declared in properties)`` in walk order; ``node`` goes into ``differ`` when some schema
+    has names of its own and schemas to apply (the two walk orders can then differ)."""
     stack: list[Any] = list(reversed(node))
     while stack:
         item = stack.pop()
@@ -1464,6 +1470,8 @@ def _walk_names(logic: Logic, node: Node, seen: set[str], own_first: bool) -> It
                         for k, v in s[key].items()
                         if isinstance(v, (dict, bool))
                     )
+        if own and subs:
+            differ.add(node)
         if own_first:
             yield from own
         else:
