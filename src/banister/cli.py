@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from banister.collector import GEN0_THRESHOLD, gc_threshold_arg
+from banister.collector import add_gc_threshold_option
 from banister.compiler import Compiler
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
@@ -126,9 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
-    mb.add_argument("--gc-threshold", type=gc_threshold_arg, default=GEN0_THRESHOLD, metavar="N",
-                    help=f"objects allocated between young garbage collections, as `banister serve` runs "
-                         f"(default {GEN0_THRESHOLD}; 700 is CPython's own)")
+    add_gc_threshold_option(mb, how=", as `banister serve` runs")
     mb.add_argument("--no-extras", action="store_true",
                     help="skip banister's untimed extras: jump-forward share and memory per compiled grammar")
     mb.set_defaults(run=_cmd_bench_maskbench)

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from banister.collector import GEN0_THRESHOLD, gc_threshold_arg
+from banister.collector import add_gc_threshold_option
 from banister.server.settings import ServerSettings
 
 _DEFAULTS = ServerSettings()
@@ -27,9 +27,7 @@ def add_commands(subparsers: Any) -> None:
     serve.add_argument("--max-batch-size", type=int, default=8, help="sequences decoded together (default 8)")
     serve.add_argument("--threads", type=int, metavar="N",
                        help="CPU threads for the model (default: torch's choice; 1 is often fastest on a busy machine)")
-    serve.add_argument("--gc-threshold", type=gc_threshold_arg, default=GEN0_THRESHOLD, metavar="N",
-                       help=f"objects allocated between young garbage collections (default {GEN0_THRESHOLD}; "
-                            "CPython's own is 700; see docs/performance.md)")
+    add_gc_threshold_option(serve)
     serve.add_argument("--max-queue", type=int, default=_DEFAULTS.max_queue,
                        help=f"requests that may wait beyond the batch; more get 429 (default {_DEFAULTS.max_queue})")
     serve.add_argument("--request-timeout", type=float, default=_DEFAULTS.request_timeout,
