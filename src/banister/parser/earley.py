@@ -361,13 +361,8 @@ def _least_rules(rules: list[list[tuple[int, ...]]], excluded: frozenset[int] | 
     """The least set of rules having an alternative whose symbols are all lexemes not in ``excluded`` or
     rules in the set. With every lexeme excluded (``()``): the nullable rules; with the lexemes that
     match nothing excluded: the productive rules."""
-    if excluded == ():
-        def usable(alt: tuple[int, ...]) -> bool:
-            return not alt or min(alt) >= 0
-    else:
-        def usable(alt: tuple[int, ...]) -> bool:
-            return not any(s < 0 and s in excluded for s in alt)
+    every = excluded == ()
     return frozenset(least_derived(
         (name, [s for s in alt if s >= 0]) for name, alternatives in enumerate(rules) for alt in alternatives
-        if usable(alt)
+        if not any(s < 0 and (every or s in excluded) for s in alt)
     ))
