@@ -110,8 +110,12 @@ class _Predicted:
 def _frozen(items: dict[int, list[int]]) -> dict[int, tuple[int, ...]]:
     """``items`` with tuples for lists: a tuple of ints, and then the dict holding only such tuples,
     are dropped by the garbage collector after one look (a list never is), and a server's cached
-    grammars hold hundreds of thousands of these in their parse states."""
-    return {key: tuple(found) for key, found in items.items()}
+    grammars hold hundreds of thousands of these in their parse states. No items: one shared empty
+    table (most states have no dynamic items of one kind or the other)."""
+    return {key: tuple(found) for key, found in items.items()} if items else _NO_ITEMS
+
+
+_NO_ITEMS: dict[int, tuple[int, ...]] = {}  # read only
 
 
 _CHUNK_BITS = 6
@@ -151,6 +155,7 @@ class History:
 
 
 _NO_HISTORY = History()
+_MISSING = object()
 
 
 class ParseState:
@@ -179,12 +184,18 @@ class ParseState:
         self.mask_memo: dict | None = None  # the recogniser's memo of masks from this state
 
     def scanning(self, lexemes: frozenset[int]) -> list[int]:
-        """Items of this set advanced over a lexeme in ``lexemes``."""
-        base = self.index << _DOT_BITS
-        out = []
+        """Items of this set advanced over a lexeme in ``lexemes`` (distinct: an item expects one
+        symbol, and its origin tells a dynamic item from a predicted one)."""
+        dynamic, predicted = self._by_lexeme, self._predicted.by_lexeme
+        base = (self.index << _DOT_BITS) + 1  # a predicted item's origin is this set
+        out: list[int] = []
         for lex in lexemes:
-            out.extend(it + 1 for it in self._by_lexeme.get(lex, ()))
-            out.extend((base | d) + 1 for d in self._predicted.by_lexeme.get(lex, ()))
+            found = dynamic.get(lex)
+            if found:
+                out += [it + 1 for it in found]
+            found = predicted.get(lex)
+            if found:
+                out += [base + d for d in found]
         return out
 
 
@@ -215,8 +226,10 @@ class EarleyParser:
         memo = self.scans.get(state)
         if memo is None:
             memo = self.scans[state] = {}
-        elif lexemes in memo:
-            return memo[lexemes]
+        else:
+            found = memo.get(lexemes, _MISSING)
+            if found is not _MISSING:
+                return found
         kernel = state.scanning(lexemes)
         if kernel:
             sets = self._child_sets.get(state)
@@ -244,7 +257,7 @@ class EarleyParser:
         next_symbol, lhs = t.next_symbol, t.lhs
         nullable = t.nullable
         items = set(kernel)
-        agenda = list(items)
+        agenda = kernel  # distinct items (see ParseState.scanning), this call's to consume
         chunks, tail = sets.chunks, sets.tail  # sets[i], inlined below
         tail_from = len(chunks) << _CHUNK_BITS
         waiting: dict[int, list[int]] = {}
