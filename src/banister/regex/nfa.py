@@ -293,11 +293,18 @@ class _Builder:
         return self.repeat(node, nxt)
 
     def machine(self, node: Machine, nxt: int) -> int:
-        """One hub state per automaton state; each edge is its label built into the target's hub."""
+        """One hub state per automaton state; each edge is its label built into the target's hub, once
+        per label and target: edges that read the same into the same state share their states, so the
+        DFA reached through them is shared too (every state of a key automaton reads its escapes and
+        non-ASCII characters alike; built per edge, each state had its own copy of those paths)."""
         nfa = self.nfa
         hubs = [nfa.add_state() for _ in range(node.n_states)]
+        built: dict[tuple[Node, int], int] = {}
         for source, label, target in node.edges:
-            nfa.eps[hubs[source]].append(self.build(label, hubs[target]))
+            entry = built.get((label, target))
+            if entry is None:
+                entry = built[label, target] = self.build(label, hubs[target])
+            nfa.eps[hubs[source]].append(entry)
         for state in node.accepting:
             nfa.eps[hubs[state]].append(nxt)
         return hubs[node.start]

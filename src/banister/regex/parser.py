@@ -241,11 +241,14 @@ class _Parser:
         if not all(type(q) is int and q >= 0 for q in states):
             raise shape
         edges = []
+        parsed: dict[str, Node] = {}  # labels recur from state to state: each is parsed once
         for source, label, target in spec[2]:
-            try:
-                node = _Parser(label, extensions=self.extensions).parse()
-            except RegexError as err:
-                raise self.error(f"(?@...): edge label {label!r}: {err}", start) from err
+            node = parsed.get(label)
+            if node is None:
+                try:
+                    node = parsed[label] = _Parser(label, extensions=self.extensions).parse()
+                except RegexError as err:
+                    raise self.error(f"(?@...): edge label {label!r}: {err}", start) from err
             edges.append((source, node, target))
         return Machine(max(states) + 1, spec[0], tuple(spec[1]), tuple(edges))
 
