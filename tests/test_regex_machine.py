@@ -12,13 +12,16 @@ import re
 from functools import cache
 
 import jsonschema
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_json_schema_helpers import matches
 
 from banister.grammar.json_build import SchemaSettings
 from banister.grammar.json_schema import json_schema_to_grammar
+from banister.grammar.json_text import json_char, json_char_parts
+from banister.grammar.regex_text import subtract
 from banister.regex import compile_regex
+from banister.regex.charset import normalize
 
 LABELS = ["a", "b|c", "[0-9]+", "é", "ab?", "(?:xy)*", "[^a]"]
 MACHINES = st.integers(1, 4).flatmap(
@@ -94,3 +97,89 @@ def test_key_automaton_lexeme_through_the_matcher():
         text = json.dumps(instance)
         ok = m.accept_string(text) and m.is_accepting()
         assert ok is jsonschema.Draft202012Validator(SCHEMA).is_valid(instance), text
+
+
+OPTIONS = ["verbose", "debug", "quiet", "list-installed", "list-available", "version", "reset", "runtime-id",
+           "input-file", "namespace", "license-header", "add-credentials", "package-name", "package-version",
+           "sync-methods", "payload-flattening-threshold", "override-client-name", "use-internal-constructors",
+           "models-name", "output-file", "message-format", "azure-validator", "openapi-type", "model-validator",
+           "semantic-validator", "csharp", "nodejs", "python", "java", "ruby", "go", "typescript"]
+OPTIONS_SCHEMA = {
+    "type": "object",
+    "properties": {name: {"type": "boolean"} for name in OPTIONS},
+    "patternProperties": {"^sdkrel:": {"type": "string"}},
+    "additionalProperties": {"type": "integer"},
+}
+OPTION_KEYS = st.one_of(
+    st.sampled_from(OPTIONS),
+    st.builds(lambda name, cut, tail: name[:cut] + tail, st.sampled_from(OPTIONS), st.integers(0, 12),
+              st.sampled_from(["", "s", "-x", "é", "\"", "\\", "\n", "/"])),
+    st.builds("sdkrel:{}".format, st.text("ab:é", max_size=3)),
+    st.text("sdkrel:-aé\"", max_size=8),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.lists(OPTION_KEYS, min_size=1, max_size=3, unique=True),
+       values=st.lists(st.sampled_from([True, 1, "s"]), min_size=3, max_size=3))
+def test_big_key_automaton_is_one_lexeme(keys, values):
+    """Every key but 32 names and those matching a pattern: an automaton of hundreds of states, whose
+    states read escapes and non-ASCII characters alike, so its byte-level DFA stays about as small. It is
+    one lexeme (it used to be one rule per state, a lexeme per character); with too small a limit for its
+    byte-level states it is rules again. Both agree with the `jsonschema` package."""
+    as_lexeme = json_schema_to_grammar(OPTIONS_SCHEMA)
+    as_rules = json_schema_to_grammar(OPTIONS_SCHEMA, settings=SchemaSettings(max_automaton_lexeme_states=256))
+    assert any(lex.pattern.startswith('"(?@') for lex in as_lexeme.lexemes)
+    assert not any("(?@" in lex.pattern for lex in as_rules.lexemes)
+    instance = dict(zip(keys, values))
+    named_first = sorted(instance, key=lambda k: OPTIONS.index(k) if k in OPTIONS else len(OPTIONS))  # schema order
+    text = json.dumps({k: instance[k] for k in named_first}, ensure_ascii=False)
+    valid = jsonschema.Draft202012Validator(OPTIONS_SCHEMA).is_valid(instance)
+    assert matches(as_lexeme, text) is valid, text
+    assert matches(as_rules, text) is valid, text
+
+
+COUNTED = {"type": "string", "pattern": "[a-z_.-]+", "minLength": 3, "maxLength": 40}
+
+
+@settings(max_examples=30, deadline=None)
+@given(text=st.lists(st.sampled_from(list("ab_.-é A") + ["\\u00e9", "\\n", "\\\"", "\\/"]), max_size=45).map("".join))
+def test_counted_automaton_too_big_for_one_lexeme_is_rules(text):
+    """A pattern counted up to a length reads every escape into a different count: each state has its
+    own escape paths, so its byte-level DFA is some twenty times its states. Past the limit it is one
+    rule per state; within it one lexeme; both agree with the `jsonschema` package."""
+    as_rules = json_schema_to_grammar(COUNTED, settings=SchemaSettings(max_automaton_lexeme_states=1000))
+    as_lexeme = json_schema_to_grammar(COUNTED)
+    assert not any("(?@" in lex.pattern for lex in as_rules.lexemes)
+    assert any("(?@" in lex.pattern for lex in as_lexeme.lexemes)
+    document = '"' + text + '"'
+    try:
+        valid = jsonschema.Draft202012Validator(COUNTED).is_valid(json.loads(document))
+    except json.JSONDecodeError:
+        valid = False
+    assert matches(as_rules, document) is valid, document
+    assert matches(as_lexeme, document) is valid, document
+
+
+SURROGATES = ((0xD800, 0xDFFF),)
+CODE_POINTS = st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0x800), st.integers(0xD700, 0xE100),
+                        st.integers(0xFFF0, 0x10FFFF))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ranges=st.lists(st.tuples(CODE_POINTS, st.integers(0, 300)), min_size=1, max_size=4),
+       chars=st.lists(CODE_POINTS, min_size=10, max_size=10))
+def test_json_char_parts_union_is_json_char(ranges, chars):
+    """The two regexes of ``json_char_parts`` match together what ``json_char`` matches: every code
+    point raw and in each escaped form, in or out of the set."""
+    normal = subtract(normalize([(lo, min(lo + width, 0x10FFFF)) for lo, width in ranges]), SURROGATES)
+    assume(normal)  # text holds no surrogate: automata have no edge over surrogates alone
+    whole = compile_regex(json_char(normal))
+    parts = compile_regex("(?:" + "|".join(json_char_parts(normal)) + ")")
+    for cp in chars:
+        forms = [json.dumps(chr(cp), ensure_ascii=False)[1:-1], json.dumps(chr(cp))[1:-1], f"\\u{cp:04X}" if cp < 0x10000 else ""]
+        if 0xD800 <= cp <= 0xDFFF:
+            forms = [f"\\u{cp:04x}"]  # a lone surrogate can only be written escaped
+        for form in forms:
+            data = form.encode("utf-8", "surrogatepass")
+            assert parts.matches(data) is whole.matches(data), form

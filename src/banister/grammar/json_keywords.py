@@ -256,8 +256,8 @@ SETTINGS: dict[str, str] = {
     "max_string_states": "Automaton states when string constraints are combined (pattern with length, keys left over).",
     "max_number_states": "Automaton states of one number constraint (bounds with multipleOf...).",
     "max_regex_length": "Characters of a regex made from an automaton; larger ones become an automaton lexeme instead.",
-    "max_automaton_lexeme_states": "States of an automaton kept as one lexeme when its regex is too long; larger ones "
-    "become one rule per state (slower masks: each character is a lexeme).",
+    "max_automaton_lexeme_states": "Byte-level states of an automaton kept as one lexeme when its regex is too long "
+    "(counted before it is built); larger ones become one rule per state (slower masks: each character is a lexeme).",
     "max_lexeme_repeat": "Longest counted run of string characters in one lexeme; longer lengths are split into rules.",
     "max_nfa_states": "NFA states of one lexeme's regex.",
     "max_grammar_size": "Symbols over all alternatives of the grammar.",

@@ -30,6 +30,7 @@ _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: 
 _RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
 _ESCAPE_RELEVANT: Ranges = charset.normalize([*_U_ESCAPABLE, (0x2F, 0x2F)])
+_ASCII: Ranges = ((0, 0x7F),)
 _MAX_GROUP_NESTING = 90
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -196,6 +197,24 @@ def json_char(ranges: Ranges) -> str:
         return char_class(raw)
     escaped = "\\\\" + tail
     return "(?:" + char_class(raw) + "|" + escaped + ")" if raw else "(?:" + escaped + ")"
+
+
+@lru_cache(maxsize=4096)
+def json_char_parts(ranges: Ranges) -> tuple[str, ...]:
+    """:func:`json_char` of ``ranges`` as two regexes, its raw ASCII characters and the rest (raw
+    non-ASCII characters and escapes), each there when not empty. An automaton's states mostly differ
+    in the ASCII characters they read next and read escapes and non-ASCII characters alike: written
+    apart, the second regex recurs from state to state (see ``Machine`` in the NFA builder)."""
+    raw = subtract(ranges, _RAW_FORBIDDEN)
+    ascii_raw = intersect(raw, _ASCII)
+    rest = subtract(raw, _ASCII)
+    tail = escape_tail(ranges)
+    parts = [char_class(ascii_raw)] if ascii_raw else []
+    if tail is not None:
+        parts.append("(?:" + char_class(rest) + "|\\\\" + tail + ")" if rest else "(?:\\\\" + tail + ")")
+    elif rest:
+        parts.append(char_class(rest))
+    return tuple(parts)
 
 
 ANY_CHAR: str = json_char(charset.ANY)
