@@ -70,8 +70,15 @@ def test_masks_agree_with_accept_and_lead_to_acceptance(grammar, rnd):
     except GrammarError:
         return
     language = [s for s in STRINGS if matches(grammar, s)]
+    _check_masks_on_a_random_walk(compiled, rnd, 6)
+    assert all(Matcher(compiled).status(s) == "complete" for s in language)
+
+
+def _check_masks_on_a_random_walk(compiled, rnd, steps: int) -> None:
+    """At each of ``steps`` tokens (over MULTI_VOCAB), drawn from the mask: the mask allows exactly the
+    tokens ``accept_token`` takes."""
     m = Matcher(compiled)
-    for _ in range(6):
+    for _ in range(steps):
         allowed = _allowed(m, MULTI_VOCAB)
         for tok in range(MULTI_VOCAB.vocab_size):
             ok = m.accept_token(tok)
@@ -82,7 +89,25 @@ def test_masks_agree_with_accept_and_lead_to_acceptance(grammar, rnd):
         if not ids:
             break
         m.accept_token(rnd.choice(ids))
-    assert all(Matcher(compiled).status(s) == "complete" for s in language)
+
+
+def test_full_caches_drop_their_oldest_entries_and_masks_stay_exact(monkeypatch):
+    """A full cache loses its oldest 1/64 (not everything at once); with caches of a few entries, so
+    that every mask evicts, masks still agree with accept_token."""
+    from banister.parser import recognizer
+
+    cache = dict.fromkeys(range(128))
+    recognizer._make_room(cache, 128)
+    assert list(cache) == list(range(2, 128))
+    recognizer._make_room(cache, 128)
+    assert len(cache) == 126
+    monkeypatch.setattr(recognizer, "MAX_CACHED_WALKS", 4)
+    monkeypatch.setattr(recognizer, "MAX_STATE_MASKS", 2)
+    grammar = Grammar({"N0": ((LEXEMES[6], Ref("N1")), (LEXEMES[8],)), "N1": ((LEXEMES[1], Ref("N0")), (LEXEMES[9],))}, "N0")
+    compiled = Compiler(MULTI_VOCAB, cache_size=0).grammar_ir(grammar)
+    for seed in range(4):
+        _check_masks_on_a_random_walk(compiled, random.Random(seed), 12)
+    assert len(recognizer._walk_caches(MULTI_VOCAB)[0]) <= 4
 
 
 def _json_grammar() -> Grammar:
