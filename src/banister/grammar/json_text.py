@@ -191,12 +191,9 @@ def json_char(ranges: Ranges) -> str:
     the module docstring."""
     raw = subtract(ranges, _RAW_FORBIDDEN)
     tail = escape_tail(ranges)
-    if tail is None:
-        if not raw:
-            raise ValueError("json_char of an empty set")
-        return char_class(raw)
-    escaped = "\\\\" + tail
-    return "(?:" + char_class(raw) + "|" + escaped + ")" if raw else "(?:" + escaped + ")"
+    if tail is None and not raw:
+        raise ValueError("json_char of an empty set")
+    return _raw_or_escaped(raw, tail)
 
 
 @lru_cache(maxsize=4096)
@@ -209,12 +206,17 @@ def json_char_parts(ranges: Ranges) -> tuple[str, ...]:
     ascii_raw = intersect(raw, _ASCII)
     rest = subtract(raw, _ASCII)
     tail = escape_tail(ranges)
-    parts = [char_class(ascii_raw)] if ascii_raw else []
-    if tail is not None:
-        parts.append("(?:" + char_class(rest) + "|\\\\" + tail + ")" if rest else "(?:\\\\" + tail + ")")
-    elif rest:
-        parts.append(char_class(rest))
-    return tuple(parts)
+    first = (char_class(ascii_raw),) if ascii_raw else ()
+    return first + ((_raw_or_escaped(rest, tail),) if rest or tail is not None else ())
+
+
+def _raw_or_escaped(raw: Ranges, tail: str | None) -> str:
+    """A regex for one code point written raw from ``raw`` or escaped, ``tail`` being what may follow
+    the backslash (None: no escape)."""
+    if tail is None:
+        return char_class(raw)
+    escaped = "\\\\" + tail
+    return "(?:" + char_class(raw) + "|" + escaped + ")" if raw else "(?:" + escaped + ")"
 
 
 ANY_CHAR: str = json_char(charset.ANY)
