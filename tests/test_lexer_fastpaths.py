@@ -552,3 +552,17 @@ def test_few_crossings_are_grouped_as_numpy_groups_many(crossings: list[set[int]
             assert found.tolist() == sorted(found.tolist())
             seen.update((node, ctx.accept_sets[aid]) for node in found.tolist())
         assert seen == expected
+
+
+def test_a_dropped_regex_dfa_is_built_again_when_a_grammar_is_compiled():
+    """A lexeme the regex compiler builds is built when a grammar using it is compiled, also when the
+    bounded DFA cache dropped it since another grammar asked: no mask pays for the regex compiler."""
+    from banister.parser import lexer
+
+    pattern = "[a-c]+x(?:yz)*"  # neither a literal nor a finite language: the regex compiler builds it
+    assert not lexer.lexeme_is_empty(pattern, 10_000)
+    lexer.lexeme_dfa.cache_clear()  # as if pushed out by 8,192 other patterns
+    assert not lexer.lexeme_is_empty(pattern, 10_000)
+    misses = lexer.lexeme_dfa.cache_info().misses
+    lexer.lexeme_dfa(pattern, 10_000)  # what a mask asks for
+    assert lexer.lexeme_dfa.cache_info().misses == misses

@@ -239,15 +239,24 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     return LexemeDFA(dfa)
 
 
-@lru_cache(maxsize=8192)
 def lexeme_is_empty(pattern: str, max_states: int) -> bool:
-    """Whether a lexeme matches nothing (cached: lexemes recur across grammars, and each grammar asks
-    of every one of its lexemes). A grammar asks it of every lexeme when it is compiled and
+    """Whether a lexeme matches nothing. A grammar asks it of every lexeme when it is compiled and
     builds a lexeme's DFA only when a mask first needs it: a literal, a short finite language and a
     pattern offered with a builder are answered without building their DFA (each is known to fit in
-    ``max_states``); any other pattern is built now, so a DFA that is too big fails at compile time.
-    (An offer pushed out of the bounded table, ``MAX_LEXEME_BUILDERS``, before a mask needs its DFA
-    leaves it to the regex compiler: the same language, built more slowly.)"""
+    ``max_states``, and is quick to build); any other pattern is built now, so a DFA that is too big
+    fails at compile time, and no mask pays for the regex compiler. That holds for every grammar: the
+    answer is not cached apart from the DFA (it was, and a DFA the bounded ``lexeme_dfa`` cache had
+    dropped since was built again inside a mask: 64 ms in one of MaskBench's). (An offer pushed out of
+    the bounded table, ``MAX_LEXEME_BUILDERS``, before a mask needs its DFA leaves it to the regex
+    compiler: the same language, built more slowly.)"""
+    quick = _quick_emptiness(pattern, max_states)
+    return lexeme_dfa(pattern, max_states).start == DEAD if quick is None else quick
+
+
+@lru_cache(maxsize=8192)
+def _quick_emptiness(pattern: str, max_states: int) -> bool | None:
+    """:func:`lexeme_is_empty` for a literal, an offered pattern or a short finite language (cached:
+    lexemes recur across grammars); None for a pattern whose DFA must be built to tell."""
     data = _literal_bytes(pattern)
     if data is not None and len(data) + 2 <= max_states:
         return False
@@ -258,7 +267,7 @@ def lexeme_is_empty(pattern: str, max_states: int) -> bool:
     texts = finite_language(pattern)
     if texts is not None and sum(map(len, texts)) + 2 <= max_states:
         return not texts
-    return lexeme_dfa(pattern, max_states).start == DEAD
+    return None
 
 
 @lru_cache(maxsize=8192)
