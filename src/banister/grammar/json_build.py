@@ -629,13 +629,14 @@ class JsonGrammarBuilder:
         boundary).
         ``label(ranges)``: the regex of one edge; ``parts(ranges)``, if given: the same as regexes whose
         union it is, for the lexeme's edges (see :func:`json_char_parts`)."""
+        rows = _text_edges(dfa)
         if close is not None or not dfa.accepting[0]:
             try:
-                return self._dfa_lexeme(dfa, parts or (lambda ranges: (label(ranges),)), close is not None)
+                return self._dfa_lexeme(dfa, rows, parts or (lambda ranges: (label(ranges),)), close is not None)
             except LimitError:  # its byte-level DFA is too big for one lexeme
                 pass
         names = [self.r.fresh(prefix) for _ in range(dfa.n_states)]
-        for s, row in enumerate(_text_edges(dfa)):
+        for s, row in enumerate(rows):
             alts: list[tuple[Symbol | None, ...]] = [(self._lex(label(ranges)), Ref(names[t])) for ranges, t in row]
             if dfa.accepting[s]:
                 alts.append((close,) if close is not None else ())
@@ -644,11 +645,10 @@ class JsonGrammarBuilder:
             return Ref(names[0])
         return self.r.add("string", [(close, Ref(names[0]))])
 
-    def _dfa_lexeme(self, dfa: CharDFA, parts: Any, quoted: bool) -> Lexeme | None:
-        """The DFA as one lexeme whose edges read ``parts(ranges)`` (an edge each); None when it accepts
-        no text. LimitError when its byte-level DFA would have more than ``max_automaton_lexeme_states``
-        states (:func:`_machine_states`)."""
-        rows = _text_edges(dfa)
+    def _dfa_lexeme(self, dfa: CharDFA, rows: list, parts: Any, quoted: bool) -> Lexeme | None:
+        """The DFA (``rows``: its :func:`_text_edges`) as one lexeme whose edges read ``parts(ranges)``
+        (an edge each); None when it accepts no text. LimitError when its byte-level DFA would have more
+        than ``max_automaton_lexeme_states`` states (:func:`_machine_states`)."""
         in_text = CharDFA([sorted((lo, hi, t) for ranges, t in row for lo, hi in ranges) for row in rows],
                           dfa.accepting)
         if json_automata.is_empty(json_automata.trim(in_text)):
