@@ -86,23 +86,23 @@ class Reorder:
             if not isinstance(s, dict) or id(s) in seen:
                 continue
             seen.add(id(s))
-            legacy_ref = self.legacy and "$ref" in s  # the keywords beside it do not apply
-            if not legacy_ref:
+            beside_apply = not (self.legacy and "$ref" in s)  # beside a legacy $ref nothing applies
+            if beside_apply:
                 out.append(s)
-            if isinstance(s.get("properties"), dict) and not legacy_ref:
-                names.update(dict.fromkeys(s["properties"]))
-            if isinstance(s.get("required"), list) and not legacy_ref:
-                mentioned.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
-            for key in ("dependentRequired", "dependencies"):
-                if isinstance(s.get(key), dict) and not legacy_ref:
-                    for name, needed in s[key].items():
-                        if isinstance(needed, list):
-                            mentioned[name] = None
-                            mentioned.update(dict.fromkeys(n for n in needed if isinstance(n, str)))
+                if isinstance(s.get("properties"), dict):
+                    names.update(dict.fromkeys(s["properties"]))
+                if isinstance(s.get("required"), list):
+                    mentioned.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
+                for key in ("dependentRequired", "dependencies"):
+                    if isinstance(s.get(key), dict):
+                        for name, needed in s[key].items():
+                            if isinstance(needed, list):
+                                mentioned[name] = None
+                                mentioned.update(dict.fromkeys(n for n in needed if isinstance(n, str)))
             subs: list[Any] = []
             if isinstance(s.get("$ref"), str):
                 subs.append(self._resolve(s))
-            if not ("$ref" in s and self.legacy):
+            if beside_apply:
                 for key in ("allOf", "anyOf", "oneOf"):
                     if isinstance(s.get(key), list):
                         subs.extend(s[key])
