@@ -238,3 +238,29 @@ def test_ecma_classes() -> None:
     assert not compile_regex("\\d").matches("٣".encode())
     assert not compile_regex("\\w").matches("é".encode())
     assert compile_regex("[^]").matches(b"\n")
+
+
+def test_a_dfa_keeps_nothing_per_nfa_state_for_the_garbage_collector():
+    """Caches keep thousands of lazily expanded DFAs (``pattern`` keywords, lexemes) for as long as the
+    process lives, and every full collection scans each object they hold that stays tracked. What a DFA
+    keeps of its NFA is tuples of ints, which a collection stops tracking after one look: the tracked
+    objects it holds do not grow with the NFA."""
+    import gc
+
+    def tracked_below(dfa: RegexDFA) -> int:
+        # Containers and banister's own objects, not classes and modules (reached through every type).
+        count, seen, stack = 0, set(), [dfa]
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or not (type(obj).__module__.startswith("banister") or type(obj) in containers):
+                continue
+            seen.add(id(obj))
+            count += gc.is_tracked(obj)
+            stack.extend(gc.get_referents(obj))
+        return count
+
+    containers = (list, tuple, dict, set, frozenset)
+    small, big = compile_regex("[a-z]{3}x", search=True), compile_regex("[a-z]{300}x", search=True)
+    assert big.nfa_states > small.nfa_states + 250
+    gc.collect()
+    assert tracked_below(big) == tracked_below(small)

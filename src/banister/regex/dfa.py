@@ -29,10 +29,15 @@ class RegexDFA:
     def __init__(self, nfa: NFA, *, max_states: int) -> None:
         if max_states < 1:
             raise ValueError(f"max_states must be positive, got {max_states}")
-        self._nfa = nfa
+        # Only what expanding states reads is kept, as tuples of ints (the collector stops scanning those
+        # after one look; the NFA's lists, a few per state, would be scanned by every full collection
+        # for as long as a cache holds this DFA).
+        self._nfa_states = nfa.n_states
+        self._universal = nfa.universal
+        self._eps: tuple[tuple[int, ...], ...] = tuple(map(tuple, nfa.eps))
         self._max_states = max_states
         self._ends_here, co_reachable = _liveness(nfa)
-        self._live_edges = [[(lo, hi, t) for lo, hi, t in edges if co_reachable[t]] for edges in nfa.byte_edges]
+        self._live_edges = tuple(tuple(e for e in edges if co_reachable[e[2]]) for edges in nfa.byte_edges)
         marks = np.zeros(257, dtype=np.int32)
         for edges in self._live_edges:
             for lo, hi, _ in edges:
@@ -50,7 +55,7 @@ class RegexDFA:
         self.n_states = 0
         self._add_state((frozenset(), False))
         self._table[DEAD] = DEAD
-        self.start = self._add_state(self._start_key())
+        self.start = self._add_state(self._start_key(nfa))
 
     @property
     def transitions(self) -> np.ndarray:
@@ -65,7 +70,7 @@ class RegexDFA:
     @property
     def nfa_states(self) -> int:
         """States of the NFA it is determinised from."""
-        return self._nfa.n_states
+        return self._nfa_states
 
     @property
     def accepting(self) -> np.ndarray:
@@ -132,9 +137,8 @@ class RegexDFA:
             state = int(self._table[state, live[0]])
         return bytes(out)
 
-    def _start_key(self) -> _Key:
+    def _start_key(self, nfa: NFA) -> _Key:
         """Closure of the NFA start at offset 0, where ``^`` edges hold and ``$`` edges mean empty text."""
-        nfa = self._nfa
         subset: set[int] = set()
         accepts = False
         seen = {(nfa.start, False)}
@@ -157,7 +161,7 @@ class RegexDFA:
 
     def _canonical(self, subset: frozenset[int], accepts: bool) -> _Key:
         """Search mode: a subset holding the any-text loop accepts every text, so it is just that loop."""
-        universal = self._nfa.universal
+        universal = self._universal
         if universal >= 0 and universal in subset:
             return frozenset((universal,)), True
         return subset, accepts
@@ -167,7 +171,7 @@ class RegexDFA:
         found = self._closures.get(state)
         if found is not None:
             return found
-        eps = self._nfa.eps
+        eps = self._eps
         live = self._live_edges
         seen = {state}
         todo = [state]
