@@ -478,11 +478,17 @@ class LexerContext:
     time. Contexts are shared by threads; exploration is serialised by a lock.
     """
 
+    # Slots, and tuples where nothing is added: the process-wide cache holds tens of thousands of
+    # contexts, and every object of theirs that the collector tracks is scanned by each full collection.
+    __slots__ = ("ident", "patterns", "_comps", "_small", "_max_states", "_lock", "_counted", "accept_index",
+                 "accept_sets", "accept_patterns", "_index", "_live", "_blocks", "_block_base", "_live_bytes",
+                 "_cells", "_cells_made", "_table", "_expanded", "accept_id", "_n", "start")
+
     def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
         self.ident = next(_context_ids)
         self.patterns: tuple[str, ...] = tuple(sorted(patterns))
-        self._comps = [lexeme_dfa(p, max_states) for p in self.patterns]
-        self._small = [d.n_states <= _BLOCK_STATES for d in self._comps]
+        self._comps = tuple(lexeme_dfa(p, max_states) for p in self.patterns)
+        self._small = tuple(d.n_states <= _BLOCK_STATES for d in self._comps)
         self._max_states = max_states
         self._lock = threading.RLock()
         self._counted: int | None = None  # bytes the process-wide cache counts for it (None: not cached)
