@@ -494,10 +494,10 @@ class LexerContext:
         self._counted: int | None = None  # bytes the process-wide cache counts for it (None: not cached)
         self.accept_index: dict[frozenset[int], int] = {}
         self.accept_sets: list[frozenset[int]] = []
-        self.accept_patterns: list[frozenset[str]] = []
+        self.accept_patterns: tuple[tuple[str, ...], ...] = ()  # tuples of str: the collector drops them
         self._index: dict[Live, int] = {}  # explored states (several live lexemes, or one big one)
         self._live: dict[int, Live] = {}
-        self._blocks: list[tuple[int, int, int, int]] = []  # (first number, end, lexeme, base)
+        self._blocks: tuple[tuple[int, int, int, int], ...] = ()  # (first number, end, lexeme, base)
         self._block_base: dict[int, int] = {}
         self._live_bytes: dict[int, bytes] = {}
         self._cells: dict[int, int] = {}  # successors made one byte at a time, by state << 8 | byte (see step)
@@ -509,7 +509,7 @@ class LexerContext:
             aid = self.accept_set_id(frozenset((0,))) if bool(d.accepting.any()) else -1
             self.accept_id = np.where(d.accepting, aid, -1).astype(np.int32)
             self._n = d.n_states
-            self._blocks.append((1, d.n_states, 0, 0))
+            self._blocks = ((1, d.n_states, 0, 0),)
             self._block_base[0] = 0
             self.start = d.start
             return
@@ -581,7 +581,7 @@ class LexerContext:
                 if found is None:
                     found = len(self.accept_sets)
                     self.accept_sets.append(lexemes)
-                    self.accept_patterns.append(frozenset(self.patterns[i] for i in lexemes))
+                    self.accept_patterns += (tuple(self.patterns[i] for i in sorted(lexemes)),)
                     self.accept_index[lexemes] = found
         return found
 
@@ -626,7 +626,7 @@ class LexerContext:
             if bool(d.accepting[1:].any()):
                 self.accept_id[first:end][d.accepting[1:]] = self.accept_set_id(frozenset((j,)))
             self._expanded[first:end] = b"\x01" * (end - first)
-            self._blocks.append((first, end, j, base))
+            self._blocks += ((first, end, j, base),)
             self._block_base[j] = base
         return base
 
