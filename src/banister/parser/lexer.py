@@ -454,6 +454,11 @@ def _account(ctx: LexerContext) -> None:
             old._counted = None
 
 
+_exploring = threading.RLock()
+"""Serialises the exploration of every lexer context: short Python work under the GIL anyway, and a lock
+per context was one more object per cached context for the garbage collector to track."""
+
+
 Live = tuple[tuple[int, int], ...]
 """The lexemes alive in a context state: ``(lexeme index, its DFA state)`` pairs, by lexeme index."""
 
@@ -475,12 +480,12 @@ class LexerContext:
     (the recogniser walks each live lexeme's own DFA); only text that is accepted steps through it.
 
     ``accept_id`` may be replaced by a bigger array as the context grows: read it from the context each
-    time. Contexts are shared by threads; exploration is serialised by a lock.
+    time. Contexts are shared by threads; exploration is serialised by one process-wide lock.
     """
 
     # Slots, and tuples where nothing is added: the process-wide cache holds tens of thousands of
     # contexts, and every object of theirs that the collector tracks is scanned by each full collection.
-    __slots__ = ("ident", "patterns", "_comps", "_small", "_max_states", "_lock", "_counted", "accept_index",
+    __slots__ = ("ident", "patterns", "_comps", "_small", "_max_states", "_counted", "accept_index",
                  "accept_sets", "accept_patterns", "_index", "_live", "_blocks", "_block_base", "_live_bytes",
                  "_cells", "_cells_made", "_table", "_expanded", "accept_id", "_n", "start")
 
@@ -490,7 +495,6 @@ class LexerContext:
         self._comps = tuple(lexeme_dfa(p, max_states) for p in self.patterns)
         self._small = tuple(d.n_states <= _BLOCK_STATES for d in self._comps)
         self._max_states = max_states
-        self._lock = threading.RLock()
         self._counted: int | None = None  # bytes the process-wide cache counts for it (None: not cached)
         self.accept_index: dict[frozenset[int], int] = {}
         self.accept_sets: list[frozenset[int]] = []
@@ -518,7 +522,7 @@ class LexerContext:
         self._expanded = bytearray(16)
         self._expanded[DEAD] = 1  # the dead state's row is all dead
         self._n = 1
-        with self._lock:
+        with _exploring:
             self.start = self._intern(tuple((j, d.start) for j, d in enumerate(self._comps) if d.start != DEAD))
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -537,7 +541,7 @@ class LexerContext:
 
     def _make_cell(self, state: int, byte: int) -> int:
         """Make the successor of one byte in a state without its row (see :meth:`step`)."""
-        with self._lock:
+        with _exploring:
             if not self._expanded[state]:
                 made = self._cells_made[state] = self._cells_made.get(state, 0) + 1
                 if made <= LAZY_BYTES:
@@ -576,7 +580,7 @@ class LexerContext:
         """The id of a set of this context's lexemes (numbered on first use)."""
         found = self.accept_index.get(lexemes)
         if found is None:
-            with self._lock:
+            with _exploring:
                 found = self.accept_index.get(lexemes)
                 if found is None:
                     found = len(self.accept_sets)
@@ -655,7 +659,7 @@ class LexerContext:
         distinct columns (what each byte leads every live lexeme to) are found with a dict: a few
         times faster than ``np.unique(..., axis=1)`` on 256 columns, and this runs as text is
         accepted."""
-        with self._lock:
+        with _exploring:
             if self._expanded[state]:
                 return
             live = self._live[state]
