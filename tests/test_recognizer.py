@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -339,3 +340,25 @@ def test_parse_states_hold_little_for_the_garbage_collector(llama_json):
     assert not any(gc.is_tracked(s._waiting) or gc.is_tracked(s._by_lexeme) for s in states)
     expected = {id(s.expected) for s in states}
     assert len(expected) == len({s.expected for s in states})
+
+
+def test_lexer_contexts_hold_little_for_the_garbage_collector(llama_json):
+    """The process-wide cache keeps tens of thousands of lexer contexts: once a collection has looked
+    at one, what is left for every later collection to scan is the context and its accept sets, not
+    an attribute dict, a lock, or a list per embedded lexeme or accept set."""
+    import gc
+
+    named, compiled = llama_json
+    matcher = Matcher(compiled)
+    bitmask = allocate_token_bitmask(1, named.vocab.vocab_size)
+    for token in named.encode(json.dumps({"a": [1, {"b": None}], "c": "d"})):
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_token(token)
+    gc.collect()
+    contexts = list(compiled.automaton._contexts.values())
+    assert len(contexts) > 5 and any(ctx.accept_patterns for ctx in contexts)
+    for ctx in contexts:
+        assert not hasattr(ctx, "__dict__")
+        held = [ctx._blocks, ctx._small, ctx.accept_patterns, *ctx.accept_patterns]
+        assert not any(gc.is_tracked(x) for x in held)
+        assert not any(isinstance(x, type(threading.RLock())) for x in gc.get_referents(ctx))
