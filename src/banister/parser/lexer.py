@@ -485,9 +485,10 @@ class LexerContext:
 
     # Slots, and tuples where nothing is added: the process-wide cache holds tens of thousands of
     # contexts, and every object of theirs that the collector tracks is scanned by each full collection.
-    __slots__ = ("ident", "patterns", "_comps", "_small", "_max_states", "_counted", "accept_index",
-                 "accept_sets", "accept_patterns", "_index", "_live", "_blocks", "_block_base", "_live_bytes",
-                 "_cells", "_cells_made", "_table", "_expanded", "accept_id", "_n", "start")
+    __slots__ = ("_block_base", "_blocks", "_cells", "_cells_made", "_comps", "_counted",
+                 "_expanded", "_index", "_live", "_live_bytes", "_max_states", "_n", "_small",
+                 "_table", "accept_id", "accept_index", "accept_patterns", "accept_sets", "ident",
+                 "patterns", "start")
 
     def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
         self.ident = next(_context_ids)
