@@ -321,19 +321,27 @@ def test_a_dropped_grammar_is_freed_without_the_garbage_collector(llama_json):
             gc.enable()
 
 
-def test_parse_states_hold_little_for_the_garbage_collector(llama_json):
-    """A server's cached grammars keep their parse states for as long as they live, and every full
-    collection scans what is tracked: a state's item tables (tuples of ints) and the lexemes it expects
-    (one shared copy per set) leave nothing more to scan once a collection has looked at them."""
+def _served_and_collected(named, compiled):
+    """``compiled`` after one document was served (making parse states and lexer contexts) and a
+    collection has looked at everything."""
     import gc
 
-    named, compiled = llama_json
     matcher = Matcher(compiled)
     bitmask = allocate_token_bitmask(1, named.vocab.vocab_size)
     for token in named.encode(json.dumps({"a": [1, {"b": None}], "c": "d"})):
         matcher.fill_next_token_bitmask(bitmask)
         assert matcher.accept_token(token)
     gc.collect()
+    return compiled
+
+
+def test_parse_states_hold_little_for_the_garbage_collector(llama_json):
+    """A server's cached grammars keep their parse states for as long as they live, and every full
+    collection scans what is tracked: a state's item tables (tuples of ints) and the lexemes it expects
+    (one shared copy per set) leave nothing more to scan once a collection has looked at them."""
+    import gc
+
+    compiled = _served_and_collected(*llama_json)
     parser = compiled.automaton.parser
     states = [state for scans in parser.scans.values() for state in scans.values() if state is not None]
     assert len(states) > 20
@@ -348,13 +356,7 @@ def test_lexer_contexts_hold_little_for_the_garbage_collector(llama_json):
     an attribute dict, a lock, or a list per embedded lexeme or accept set."""
     import gc
 
-    named, compiled = llama_json
-    matcher = Matcher(compiled)
-    bitmask = allocate_token_bitmask(1, named.vocab.vocab_size)
-    for token in named.encode(json.dumps({"a": [1, {"b": None}], "c": "d"})):
-        matcher.fill_next_token_bitmask(bitmask)
-        assert matcher.accept_token(token)
-    gc.collect()
+    compiled = _served_and_collected(*llama_json)
     contexts = list(compiled.automaton._contexts.values())
     assert len(contexts) > 5 and any(ctx.accept_patterns for ctx in contexts)
     for ctx in contexts:
