@@ -119,6 +119,14 @@ OPTION_KEYS = st.one_of(
 )
 
 
+@cache
+def options_grammars():
+    """OPTIONS_SCHEMA's grammar under the default limit and under a limit of 256 byte-level states
+    (compiled once, not for each drawn example)."""
+    return (json_schema_to_grammar(OPTIONS_SCHEMA),
+            json_schema_to_grammar(OPTIONS_SCHEMA, settings=SchemaSettings(max_automaton_lexeme_states=256)))
+
+
 @settings(max_examples=40, deadline=None)
 @given(keys=st.lists(OPTION_KEYS, min_size=1, max_size=3, unique=True),
        values=st.lists(st.sampled_from([True, 1, "s"]), min_size=3, max_size=3))
@@ -127,8 +135,7 @@ def test_big_key_automaton_is_one_lexeme(keys, values):
     states read escapes and non-ASCII characters alike, so its byte-level DFA stays about as small. It is
     one lexeme (it used to be one rule per state, a lexeme per character); with too small a limit for its
     byte-level states it is rules again. Both agree with the `jsonschema` package."""
-    as_lexeme = json_schema_to_grammar(OPTIONS_SCHEMA)
-    as_rules = json_schema_to_grammar(OPTIONS_SCHEMA, settings=SchemaSettings(max_automaton_lexeme_states=256))
+    as_lexeme, as_rules = options_grammars()
     assert any(lex.pattern.startswith('"(?@') for lex in as_lexeme.lexemes)
     assert not any("(?@" in lex.pattern for lex in as_rules.lexemes)
     instance = dict(zip(keys, values))
