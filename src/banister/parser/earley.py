@@ -155,7 +155,7 @@ class History:
 
 
 _NO_HISTORY = History()
-_MISSING = object()
+_MISSING = object()  # absent from a scan memo (None there means: no item fits); the recogniser reads them too
 
 
 class ParseState:

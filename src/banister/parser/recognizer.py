@@ -28,7 +28,7 @@ import numpy as np
 from banister.automaton import _WHOLE_TRIE, walk_tokens
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
-from banister.parser.earley import EarleyParser, EarleyTables, ParseState
+from banister.parser.earley import _MISSING, EarleyParser, EarleyTables, ParseState
 from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_dfa, lexeme_is_empty, lexer_context
 from banister.regex import DEAD
 from banister.vocab import Vocabulary
@@ -454,7 +454,6 @@ def _grouped(nodes: list[int], aids: list[int]) -> tuple:
     return tuple(_group(aid, np.array(found, dtype=np.int32)) for aid, found in sorted(by_aid.items()))
 
 
-_MISSING = object()
 _NO_SCANS: Mapping = MappingProxyType({})  # the scan memo of a state nothing was scanned from yet
 
 _LOOP_MIN_STATES = 16
