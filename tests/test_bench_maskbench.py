@@ -96,6 +96,20 @@ def test_table_json_and_extras_on_gpt2(sample, tmp_path):
     assert data["gc_threshold"] == 12_345
 
 
+def test_jump_forward_counts_only_instances_the_grammar_accepts_whole():
+    """The extras pass counts forced tokens of a valid instance only when banister accepts all of it,
+    as the timed pass's verdict would (every token allowed, then EOS)."""
+    named = load_named("gpt2")
+    engine = BanisterEngine(named.vocab, named.encode)
+    compiled = engine.compile_json_schema({"type": "object", "properties": {"name": {"type": "string"}},
+                                           "required": ["name"], "additionalProperties": False})
+    whole = named.encode('{"name": "Ada"}')
+    forced = engine.forced_token_count(compiled, whole)
+    assert forced is not None and 0 < forced < len(whole)  # the key is forced, the value is not
+    assert engine.forced_token_count(compiled, whole[:-1]) is None  # a valid prefix, not complete
+    assert engine.forced_token_count(compiled, named.encode('{"nom": "Ada"}')) is None  # refused on the way
+
+
 def test_timings_give_the_garbage_collector_nothing_to_walk():
     """A run keeps millions of timings; the collector must not visit them one by one in every full
     collection (those pauses would land in the timed masks)."""

@@ -7,13 +7,15 @@ is accepted (both timed: a token costs a mask and an accept). A valid instance m
 token and end complete (EOS allowed); an invalid one must be refused somewhere (a token outside the
 mask, or an incomplete end). A schema passes when all its instances are classified right.
 
-Two measurements ride along for banister only, outside the timed loop: the jump-forward share (of
-the tokens of the valid instances, how many lie entirely inside bytes the grammar forces at that
-point, so an engine could append them without a forward pass), and memory per compiled grammar
-(``tracemalloc`` over a second compile of the schema plus the masks of its first instance: the peak,
-and what stays allocated while the compiled grammar and its matcher are alive; vocabulary-level tables
-and caches shared across grammars were already built by the timed pass, so this is what one more
-grammar costs a warm process).
+Two measurements are made for banister only, in a pass of their own after the timed one (between
+timed records they would warm banister's caches for the next instance, and a traced compile evicts
+the CPU caches the next engine's timings start from): the jump-forward share (of the tokens of the
+valid instances it accepts, how many lie entirely inside bytes the grammar forces at that point, so
+an engine could append them without a forward pass), and memory per compiled grammar (``tracemalloc``
+over one more compile of the schema plus the masks of its first instance: the peak, and what stays
+allocated while the compiled grammar and its matcher are alive; vocabulary-level tables and caches
+shared across grammars were already built by the timed pass, so this is what one more grammar costs
+a warm process).
 """
 
 from __future__ import annotations
@@ -129,12 +131,8 @@ def _bit(bitmask: np.ndarray, token: int) -> bool:
 
 
 def run_record(engine: Engine, record: dict[str, Any], encode: Callable[[str], list[int]], vocab: Vocabulary,
-               tally: EngineTally, *, extras: bool = True) -> None:
-    """Run one record through one engine, adding to ``tally``.
-
-    With ``extras`` and an engine that supports them (banister), also measure the jump-forward share
-    of the valid instances and the memory of one more compile (untimed, after the timed pass).
-    """
+               tally: EngineTally) -> None:
+    """Run one record through one engine (the timed pass), adding to ``tally``."""
     tally.schemas += 1
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     eos = vocab.eos_token_ids[0]
@@ -184,18 +182,34 @@ def run_record(engine: Engine, record: dict[str, Any], encode: Callable[[str], l
             tally.valid_rejected += 1
             tally.failures.append(f"{record['id']}: valid rejected: {text[:120]}")
             ok = False
-        if accepted and test["valid"] and extras and hasattr(engine, "forced_token_count"):
-            forced = engine.forced_token_count(compiled, tokens)
+    tally.passing += ok
+
+
+def measure_extras(engine: Engine, record: dict[str, Any], encode: Callable[[str], list[int]], vocab: Vocabulary,
+                   tally: EngineTally) -> None:
+    """The untimed extras of one record, for an engine that supports them (banister): the jump-forward
+    share of the valid instances it accepts, and the memory of one more compile. A schema the engine
+    refuses adds nothing."""
+    if not hasattr(engine, "forced_token_count") or not record["tests"]:
+        return
+    try:
+        compiled = engine.compile_json_schema(record["schema"])
+    except Exception:  # noqa: BLE001 - the timed pass counted the refusal
+        return
+    for test in record["tests"]:
+        if not test["valid"]:
+            continue
+        tokens = encode(json.dumps(test["data"], ensure_ascii=False))
+        forced = engine.forced_token_count(compiled, tokens)
+        if forced is not None:
             tally.forced_tokens += forced
             tally.forced_total += len(tokens)
             tally.forced_shares.append(forced / max(len(tokens), 1))
-    tally.passing += ok
-    if extras and hasattr(engine, "forced_token_count") and record["tests"]:
-        first = encode(json.dumps(record["tests"][0]["data"], ensure_ascii=False))
-        measured = measure_memory(engine, record["schema"], first, vocab)
-        if measured is not None:
-            tally.memory_peak_kib.append(measured[0] / 1024)
-            tally.memory_retained_kib.append(measured[1] / 1024)
+    first = encode(json.dumps(record["tests"][0]["data"], ensure_ascii=False))
+    measured = measure_memory(engine, record["schema"], first, vocab)
+    if measured is not None:
+        tally.memory_peak_kib.append(measured[0] / 1024)
+        tally.memory_retained_kib.append(measured[1] / 1024)
 
 
 def measure_memory(engine: Engine, schema: Any, tokens: list[int], vocab: Vocabulary) -> tuple[int, int] | None:
@@ -230,26 +244,29 @@ def measure_memory(engine: Engine, schema: Any, tokens: list[int], vocab: Vocabu
 
 def run(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[str], list[int]],
         vocab: Vocabulary, *, progress: bool = True, extras: bool = True) -> list[EngineTally]:
-    """Every record through every engine, record by record (so the engines see the same order)."""
+    """Every record through every engine, record by record (so the engines see the same order); then,
+    with ``extras``, the untimed extras of every record (:func:`measure_extras`)."""
     tallies = [EngineTally(e.name) for e in engines]
-    started = time.perf_counter()
-    for n, record in enumerate(records, 1):
-        for engine, tally in zip(engines, tallies):
-            run_record(engine, record, encode, vocab, tally, extras=extras)
+    passes = [("timed", run_record)] + ([("extras", measure_extras)] if extras else [])
+    for label, measure in passes:
+        started = time.perf_counter()
+        for n, record in enumerate(records, 1):
+            for engine, tally in zip(engines, tallies):
+                measure(engine, record, encode, vocab, tally)
+            if progress:
+                _progress(label, n, len(records), started)
         if progress:
-            _progress(n, len(records), started)
-    if progress:
-        print(file=sys.stderr)
+            print(file=sys.stderr)
     return tallies
 
 
-def _progress(done: int, total: int, started: float) -> None:
+def _progress(label: str, done: int, total: int, started: float) -> None:
     width = 30
     filled = width * done // max(total, 1)
     elapsed = time.perf_counter() - started
     eta = elapsed / done * (total - done)
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} records, {elapsed:.0f}s, eta {eta:.0f}s",
-          end="", file=sys.stderr, flush=True)
+    print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} records, {elapsed:.0f}s, "
+          f"eta {eta:.0f}s", end="", file=sys.stderr, flush=True)
 
 
 def format_table(tallies: list[EngineTally]) -> str:

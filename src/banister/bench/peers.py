@@ -55,8 +55,9 @@ class BanisterEngine:
         m = Matcher(compiled)
         return _Adapter(fill=m.fill_next_token_bitmask, accept=m.accept_token)
 
-    def forced_token_count(self, compiled: Any, tokens: list[int]) -> int:
-        """How many of ``tokens`` (a valid instance) lie entirely inside the bytes the grammar forces.
+    def forced_token_count(self, compiled: Any, tokens: list[int]) -> int | None:
+        """How many of ``tokens`` (a valid instance) lie entirely inside the bytes the grammar forces;
+        None when the grammar does not accept the instance whole.
 
         Before each token the matcher's jump-forward bytes are computed; the token counts when its
         bytes are a prefix of them (an engine could have appended it without sampling).
@@ -68,8 +69,8 @@ class BanisterEngine:
             if data and m.jump_forward_bytes().startswith(data):
                 forced += 1
             if not m.accept_token(token):
-                break
-        return forced
+                return None
+        return forced if m.is_accepting() else None
 
 
 class LLGuidanceEngine:
