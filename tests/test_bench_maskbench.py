@@ -151,3 +151,21 @@ def test_profile_mask_breakdown_times_the_mask_path():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "records 4 passing 4" in done.stdout
     assert "recognizer._collect" in done.stdout and "walk_tokens" in done.stdout
+
+
+def test_llguidance_peer_reports_a_refused_schema_as_a_compile_error():
+    """llguidance compiles when its matcher is made (no separate validation pass that would compile
+    twice inside the timed window); a schema it refuses must still count as a compile error."""
+    pytest.importorskip("llguidance")
+    from banister.bench.peers import LLGuidanceEngine
+
+    named = load_named("gpt2")
+    engine = LLGuidanceEngine(named.vocab, named.encode)
+    tally = EngineTally("llguidance")
+    good = {"id": "good", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
+            "tests": [{"data": {"a": 1}, "valid": True}, {"data": {"a": "x"}, "valid": False}]}
+    bad = {"id": "bad", "schema": {"$ref": "#/nowhere"}, "tests": [{"data": 1, "valid": True}]}
+    for record in (good, bad):
+        run_record(engine, record, named.encode, named.vocab, tally)
+    assert (tally.schemas, tally.passing, tally.compile_errors) == (2, 1, 1)
+    assert tally.failures[0].startswith("bad: compile:")

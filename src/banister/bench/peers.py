@@ -84,19 +84,15 @@ class LLGuidanceEngine:
         self._fill = llguidance.numpy.fill_next_token_bitmask
         self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab, encode)))
 
-    def _checked(self, grammar: str) -> str:
-        is_error, messages = self._ll.LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
-        if is_error:
-            raise ValueError(messages[0])
-        return grammar
-
     def compile_regex(self, pattern: str) -> Any:
-        return self._checked(self._ll.LLMatcher.grammar_from_regex(pattern))
+        return self._ll.LLMatcher.grammar_from_regex(pattern)
 
     def compile_json_schema(self, schema: dict[str, Any]) -> Any:
-        return self._checked(self._ll.LLMatcher.grammar_from_json_schema(json.dumps(schema)))
+        return self._ll.LLMatcher.grammar_from_json_schema(json.dumps(schema))
 
     def matcher(self, compiled: Any) -> EngineMatcher:
+        # llguidance compiles the grammar when a matcher is made and reports a bad one there, as vLLM
+        # reads it; a separate validate_grammar_with_warnings call would compile it a second time.
         m = self._ll.LLMatcher(self.tokenizer, compiled, log_level=0)
         if m.is_error():
             raise ValueError(m.get_error())
