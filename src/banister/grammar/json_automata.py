@@ -395,7 +395,7 @@ def to_regex(dfa: CharDFA, label: Callable[[Ranges], str], *, max_length: int, m
     inc[0].add(init)
     remaining = set(range(n))
     while remaining:
-        k = min(remaining, key=lambda s: (len(inc[s] - {s}) * len(set(out[s]) - {s}), s))
+        k = min(remaining, key=lambda s: ((len(inc[s]) - (s in inc[s])) * (len(out[s]) - (s in out[s])), s))
         remaining.discard(k)
         loop = out[k].pop(k, None)
         inc[k].discard(k)
