@@ -14,6 +14,7 @@ import gzip
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_json_schema_helpers import Reorder, matches
@@ -97,6 +98,22 @@ def test_the_front_ends_counts_equal_a_checked_grammars():
     assert compiled > 90
 
 
+def _compile_each(schemas: list, reset: Any = None, **options: Any) -> list:
+    """Each schema's grammar (start and rules) or the name of its error; ``reset()`` runs before each
+    compile when given (to empty a process-wide memo, so each grammar builds its own parts)."""
+    out: list = []
+    for schema in schemas:
+        if reset is not None:
+            reset()
+        try:
+            grammar = json_schema_to_grammar(schema, **options)
+        except (SchemaError, LimitError) as err:
+            out.append(type(err).__name__)
+            continue
+        out.append((grammar.start, grammar.rules))
+    return out
+
+
 @pytest.mark.parametrize("options", [{}, {"whitespace": "pretty", "strict": True}, {"key_order": "any", "draft": "4"}])
 def test_plain_scalars_shared_across_grammars_are_what_each_would_build(options):
     """A schema that says only its scalar type (besides annotations and unknown keywords) gets the symbol
@@ -107,21 +124,25 @@ def test_plain_scalars_shared_across_grammars_are_what_each_would_build(options)
     records = _sample()[:60]
     extra = {"type": "object", "properties": {t: {"type": t, "title": t, "x-vendor": 1} for t in json_logic._SCALAR_TYPES}}
     schemas = [r["schema"] for r in records] + [extra, {**extra, "$schema": "http://json-schema.org/draft-04/schema#"}]
-
-    def compile_all(fresh: bool) -> list:
-        out = []
-        for schema in schemas:
-            if fresh:
-                json_build._PLAIN_SCALARS.clear()
-            try:
-                grammar = json_schema_to_grammar(schema, **options)
-            except (SchemaError, LimitError) as err:
-                out.append(type(err).__name__)
-                continue
-            out.append((grammar.start, grammar.rules))
-        return out
-
-    alone = compile_all(fresh=True)
+    alone = _compile_each(schemas, json_build._PLAIN_SCALARS.clear, **options)
     assert json_build._PLAIN_SCALARS  # the last compile left its scalars ...
-    assert compile_all(fresh=False) == alone  # ... and every compile then found the others' too
+    assert _compile_each(schemas, **options) == alone  # ... and every compile then found the others' too
     assert len({key[1] for key in json_build._PLAIN_SCALARS}) >= 2  # drafts 4 and 2020-12 both used
+
+
+def test_string_memos_shared_across_schemas_are_what_each_would_build():
+    """String plans and DFAs are memoised process-wide by their constraints without the keywords'
+    pointers (``StrTerm.unplaced``): the same format or pattern at another pointer, in another schema
+    or the same one, is a hit, and every grammar is what it is when the memos are emptied before each
+    compile."""
+    from banister.grammar import json_logic, json_strings
+
+    memos = (json_strings.string_plan, json_logic.string_dfa, json_logic._string_term_empty)
+    formats = {"type": "object", "properties": {
+        "start": {"type": "string", "format": "date-time"}, "end": {"type": "string", "format": "date-time"},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"}, "other": {"allOf": [{"pattern": "^[A-Z]{3}$"}]}}}
+    schemas = [r["schema"] for r in _sample()[:60]] + [formats]
+    alone = _compile_each(schemas, lambda: [memo.cache_clear() for memo in memos])
+    plans = json_strings.string_plan.cache_info()
+    assert plans.hits >= 2 and plans.currsize == 2  # the last schema: one plan per distinct constraint
+    assert _compile_each(schemas) == alone

@@ -575,7 +575,7 @@ class JsonGrammarBuilder:
 
     def string_symbol(self, t: StrTerm) -> Symbol | None:
         plan = string_plan(
-            t,
+            t.unplaced(),
             max_enum_values=self.s.max_enum_values,
             max_states=self.s.max_string_states,
             max_regex_length=self.s.max_regex_length,
@@ -1017,7 +1017,7 @@ class JsonGrammarBuilder:
         allowed = []
         for shape in self.logic.dnf(keys[1]):
             if "string" in shape.types:
-                allowed.append(string_dfa(shape.string, max_states=n))
+                allowed.append(string_dfa(shape.string.unplaced(), max_states=n))
         if not allowed:
             return json_automata.length(0, None)
         return json_automata.product(allowed, lambda f: not any(f), max_states=n)

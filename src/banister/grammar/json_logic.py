@@ -196,6 +196,19 @@ class StrTerm:
             return False
         return not any(format_matches(f, s) for f, _ in self.neg_formats)
 
+    def unplaced(self) -> StrTerm:
+        """The same constraints without their keywords' pointers: what the process-wide memos of string
+        plans and DFAs are keyed by (they read no pointer, and a format or pattern recurs across
+        schemas, and within one, at other pointers)."""
+        if not (self.patterns or self.neg_patterns or self.formats or self.neg_formats):
+            return self
+        return StrTerm(self.min_len, self.max_len, _unplaced(self.patterns), _unplaced(self.neg_patterns),
+                       _unplaced(self.formats), _unplaced(self.neg_formats), self.values, self.excluded)
+
+
+def _unplaced(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(dict.fromkeys((text, "") for text, _ in items))
+
 
 @dataclass(frozen=True)
 class Contains:
@@ -1275,7 +1288,7 @@ class Logic:
         constraints = len(t.patterns) + len(t.formats) + len(t.neg_patterns) + len(t.neg_formats)
         if constraints == 0 or constraints > 4 or (constraints == 1 and not t.patterns and not t.excluded):
             return False
-        return _string_term_empty(t)
+        return _string_term_empty(t.unplaced())
 
     def _arr_empty(self, t: ArrTerm) -> bool:
         if t.max_items is not None and t.min_items > t.max_items:
