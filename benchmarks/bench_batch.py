@@ -30,7 +30,7 @@ from pathlib import Path
 CHILD = r"""
 import json, random, sys, time
 from banister import Compiler, Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
-from banister.bench.maskbench import read_records
+from banister.bench.maskbench import instance_text, read_records
 from banister.vocab.named import load_named
 
 vocab_name, data, n_records, batch, threads, steps, seed = sys.argv[1:8]
@@ -49,7 +49,7 @@ for record in records:
         continue
     for test in record["tests"]:
         if test["valid"]:
-            jobs.append((compiled, named.encode(json.dumps(test["data"], ensure_ascii=False))))
+            jobs.append((compiled, named.encode(instance_text(test))))
     if len({id(c) for c, _ in jobs}) >= n_records:
         break
 bitmask = allocate_token_bitmask(batch, vocab.vocab_size)

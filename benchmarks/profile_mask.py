@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import json
 import random
 import time
 from contextlib import nullcontext
 
 import numpy as np
 
-from banister.bench.maskbench import read_records
+from banister.bench.maskbench import instance_text, read_records
 from banister.collector import gc_paused
 from banister.compiler import CompiledGrammar
 from banister.grammar.json_schema import json_schema_to_grammar
@@ -65,7 +64,7 @@ def main() -> None:
     records = list(read_records(args.data, limit=None if args.sample else args.limit))
     if args.sample:
         records = random.Random(args.seed).sample(records, args.sample)
-    encoded = [[named.encode(json.dumps(t["data"], ensure_ascii=False)) for t in r["tests"]] for r in records]
+    encoded = [[named.encode(instance_text(t)) for t in r["tests"]] for r in records]
     if args.gc_freeze:
         gc.collect()
         gc.freeze()

@@ -40,6 +40,12 @@ from banister.mask.bitmask import allocate_token_bitmask
 from banister.vocab import Vocabulary
 
 
+def instance_text(test: dict[str, Any]) -> str:
+    """The text of a test instance, as the protocol writes it: ``json.dumps(data, ensure_ascii=False)``
+    (default separators, non-ASCII characters as themselves)."""
+    return json.dumps(test["data"], ensure_ascii=False)
+
+
 def read_records(path: str, *, split: str | None = None, limit: int | None = None) -> Iterator[dict[str, Any]]:
     """MaskBench records (one JSON object a line, gzip or plain), optionally one split and a prefix."""
     opener = gzip.open if path.endswith(".gz") else open
@@ -148,7 +154,7 @@ def run_record(engine: Engine, record: dict[str, Any], encode: Callable[[str], l
     tally.compile_us.append((compiled_at - start) * 1e6)
     ok = True
     for i, test in enumerate(record["tests"]):
-        text = json.dumps(test["data"], ensure_ascii=False)
+        text = instance_text(test)
         tokens = encode(text)
         if i:
             matcher = engine.matcher(compiled)
@@ -199,13 +205,13 @@ def measure_extras(engine: Engine, record: dict[str, Any], encode: Callable[[str
     for test in record["tests"]:
         if not test["valid"]:
             continue
-        tokens = encode(json.dumps(test["data"], ensure_ascii=False))
+        tokens = encode(instance_text(test))
         forced = engine.forced_token_count(compiled, tokens)
         if forced is not None:
             tally.forced_tokens += forced
             tally.forced_total += len(tokens)
             tally.forced_shares.append(forced / max(len(tokens), 1))
-    first = encode(json.dumps(record["tests"][0]["data"], ensure_ascii=False))
+    first = encode(instance_text(record["tests"][0]))
     measured = measure_memory(engine, record["schema"], first, vocab)
     if measured is not None:
         tally.memory_peak_kib.append(measured[0] / 1024)
