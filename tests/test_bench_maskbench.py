@@ -87,10 +87,11 @@ def test_table_json_and_extras_on_gpt2(sample, tmp_path):
                                                  ("mask_us", "p99.9"), ("mask_us", "p100"), ("accept_us", "p50"),
                                                  ("accept_us", "p99")]}
     out = tmp_path / "out.json"
-    thresholds = gc.get_threshold()
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
     assert main_maskbench(str(MASKBENCH_DEV), "gpt2", ["banister"], limit=2, split=None, json_out=str(out),
                           show_failures=0, extras=False, gc_threshold=12_345) == 0
-    assert gc.get_threshold() == thresholds  # the run's setting does not outlive it
+    assert gc.get_threshold() == thresholds  # the run's setting does not outlive it,
+    assert gc.get_freeze_count() == frozen  # nor its frozen heap (the tests after it collect as usual)
     data = json.loads(out.read_text())
     assert data["tokenizer"] == "gpt2" and data["records"] == 2 and "jump_forward" not in data["engines"][0]
     assert data["gc_threshold"] == 12_345

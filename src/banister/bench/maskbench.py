@@ -374,7 +374,8 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
                    extras: bool = True, gc_threshold: int = GEN0_THRESHOLD) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
-    (:func:`banister.collector.settle_heap` with ``gc_threshold``), its thresholds restored after the run."""
+    (:func:`banister.collector.settle_heap` with ``gc_threshold``); after the run its thresholds are restored,
+    and the heap unfrozen unless it was frozen before."""
     from banister.vocab.named import load_named
 
     named = load_named(tokenizer)
@@ -384,11 +385,14 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None and sample < len(records):
         records = random.Random(seed).sample(records, sample)
+    frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
     try:
         tallies = run(records, engines, named.encode, vocab, extras=extras)
     finally:
         gc.set_threshold(*previous)
+        if not frozen_before:  # a caller in the same process gets its heap back as it was
+            gc.unfreeze()
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
     print(format_table(tallies))
     for tally in tallies:
