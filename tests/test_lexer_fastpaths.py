@@ -21,7 +21,8 @@ from banister.parser.earley import EarleyTables
 from banister.parser.lexer import LexemeDFA, LexerContext, _literal_bytes, finite_language, lexeme_language
 from banister.regex import DEAD, compile_regex
 
-TEXTS = ["name", "a-b/c", "x\ny", "\x00\x7f\x80", "é😀", "\\", "{}[]()", "a,b:c", "#&~<>=!@%`'\"", " \t", ""]
+TEXTS = ["name", "a-b/c", "x\ny", "\x00\x7f\x80", "é😀", "\\", "{}[]()", "a,b:c", "#&~<>=!@%`'\"", " \t", "",
+         "a key too long for a uint8 table, " * 8]
 
 
 @pytest.mark.parametrize("text", TEXTS)

@@ -75,7 +75,11 @@ class LexemeDFA:
         self = cls.__new__(cls)
         n = len(data)
         table = np.zeros((n + 2, 256), dtype=table_dtype(n + 2))
-        table[np.arange(1, n + 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(2, n + 2)
+        # One cell per byte, set from Python: every new schema's property names are built here, and a
+        # fancy-indexed assignment took twice as long (a 10-byte name: 2.7 µs against 1.2, warm).
+        cells = table.reshape(-1)
+        for i, b in enumerate(data, 1):
+            cells[i << 8 | b] = i + 1
         accepting = np.zeros(n + 2, dtype=np.bool_)
         accepting[n + 1] = True
         self.transitions = table
