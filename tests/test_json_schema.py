@@ -628,9 +628,20 @@ def test_unsatisfiable_schemas_give_empty_grammars():
         {"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]},
         {"type": "integer", "minimum": 1, "maximum": 0},
         {"allOf": [{"type": "string"}, {"type": "null"}]},
+        {"type": "string", "pattern": "[^\\s\\S]"},  # a pattern alone is found empty when its lexeme is made
+        {"type": "string", "pattern": "^ab$", "maxLength": 1},
+        {"type": "object", "properties": {"k": {"type": "string", "pattern": "^ab$", "maxLength": 1}}, "required": ["k"]},
     ]:
         grammar = json_schema_to_grammar(schema)
         assert grammar.rules[grammar.start] == (), schema
+
+
+@pytest.mark.parametrize("combinator", ["anyOf", "oneOf"])
+def test_an_empty_pattern_branch_admits_nothing(combinator):
+    # The logic takes a pattern alone to admit strings; the branch's lexeme then finds it empty.
+    schema = {combinator: [{"type": "string", "pattern": "^ab$", "maxLength": 1}, {"type": ["string", "integer"]}]}
+    for text in ['"ab"', '"a"', '""', "5", "null"]:
+        assert accepts(schema, text) is jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
 
 
 # ------------------------------------------------------------------------------------------ docs

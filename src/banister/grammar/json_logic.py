@@ -1285,8 +1285,11 @@ class Logic:
             return True
         if t.values is not None:
             return not any(t.admits(v) for v in t.values)
+        # One constraint alone is taken to admit strings: a pattern matching nothing, or a length it
+        # cannot meet, is found when its lexeme is made. Building its DFA here as well cost a
+        # pattern's schema a second regex compile (the main part of its time to first mask).
         constraints = len(t.patterns) + len(t.formats) + len(t.neg_patterns) + len(t.neg_formats)
-        if constraints == 0 or constraints > 4 or (constraints == 1 and not t.patterns and not t.excluded):
+        if constraints == 0 or constraints > 4 or (constraints == 1 and not t.excluded):
             return False
         return _string_term_empty(t.unplaced())
 
