@@ -351,6 +351,45 @@ def test_number_constraints_match_exact_arithmetic(seed):
         assert matches(grammar, text) is ok, (schema, text)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_bounded_number_lexeme_is_built_from_its_dfa_as_its_pattern_defines(seed):
+    """A number range's lexeme is an automaton pattern whose byte DFA the front end offers to the lexer
+    straight from the number DFA (no regex written out and compiled back): the offered DFA and the regex
+    compiler's DFA of the pattern accept the same texts, exponent forms included, and only valid ones."""
+    from banister.parser.lexer import _builders, lexeme_dfa
+
+    rng = random.Random(seed)
+    offers = 0
+    for _ in range(8):
+        schema: dict = {"type": rng.choice(["number", "integer"])}
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if rng.random() < 0.5:
+                schema[key] = rng.choice([rng.randint(-400, 400), round(rng.uniform(-90, 180), rng.randint(1, 3))])
+        if rng.random() < 0.25:
+            schema["multipleOf"] = rng.choice([2, 5, 0.5, 0.25])
+        grammar = json_schema_to_grammar(schema)
+        if not grammar.lexemes:
+            continue  # an empty range
+        (lexeme,) = grammar.lexemes
+        offers += lexeme.pattern in _builders
+        offered, defined = lexeme_dfa(lexeme.pattern, 10_000), compile_regex(lexeme.pattern)
+        validator = jsonschema.Draft202012Validator(schema)
+        for _ in range(150):
+            value = rng.choice([rng.randint(-2000, 2000), round(rng.uniform(-500, 500), rng.randint(0, 4)),
+                                rng.choice([1e16, -3e17, 5e-07, -2.5e-06, 1e-05, 0.0, -0.0])])
+            text = json.dumps(value).encode()
+            state = offered.start
+            for byte in text:
+                state = int(offered.transitions[state, byte])
+                if not state:
+                    break
+            accepted = bool(state and offered.accepting[state])
+            assert accepted is defined.matches(text), (schema, text)
+            if accepted and "multipleOf" not in schema:  # (jsonschema checks multipleOf in floats)
+                assert validator.is_valid(value), (schema, text)
+    assert offers
+
+
 def test_unbounded_numbers_accept_json_syntax():
     rx = regex_of({"type": "number"})
     for text in ["0", "-0", "1e5", "1E+5", "-1.5e-3", "12.0"]:

@@ -147,10 +147,12 @@ def length(min_len: int, max_len: int | None) -> CharDFA:
     return CharDFA(edges, [i >= min_len for i in range(top + 1)])
 
 
-def product_states(dfas: Sequence[CharDFA], *, max_states: int) -> tuple[CharDFA, list[tuple[int, ...]]]:
+def product_states(dfas: Sequence[CharDFA], *, max_states: int, what: str = "combining string constraints",
+                   setting: str = "max_string_states") -> tuple[CharDFA, list[tuple[int, ...]]]:
     """All of ``dfas`` run side by side: the (untrimmed, all-accepting) product and, per product state,
     the tuple of component states (-1: that component is dead; dead components are real absorbing
-    states here, so complements work)."""
+    states here, so complements work). Past ``max_states``, a LimitError says that ``what`` needs
+    more and names ``setting``."""
     start = tuple(0 for _ in dfas)
     index = {start: 0}
     order = [start]
@@ -178,8 +180,7 @@ def product_states(dfas: Sequence[CharDFA], *, max_states: int) -> tuple[CharDFA
                     if p < len(row) and row[p][0] <= lo:
                         t = row[p][2]
                 targets.append(t)
-            found = intern_state(index, order, tuple(targets), max_states, "combining string constraints",
-                                 "max_string_states")
+            found = intern_state(index, order, tuple(targets), max_states, what, setting)
             out.append((lo, nxt - 1, found))
         edges.append(_merge(out))
     return CharDFA(edges, [True] * len(order)), order
@@ -202,10 +203,12 @@ def flags(dfas: Sequence[CharDFA], combo: tuple[int, ...]) -> tuple[bool, ...]:
     return tuple(s >= 0 and dfa.accepting[s] for dfa, s in zip(dfas, combo))
 
 
-def product(dfas: Sequence[CharDFA], accept: Callable[[tuple[bool, ...]], bool], *, max_states: int) -> CharDFA:
+def product(dfas: Sequence[CharDFA], accept: Callable[[tuple[bool, ...]], bool], *, max_states: int,
+            what: str = "combining string constraints", setting: str = "max_string_states") -> CharDFA:
     """The trimmed product of ``dfas`` accepting where ``accept(their acceptances)``;
-    ``product([d], lambda a: not a[0])`` is the complement of ``d``."""
-    both, combos = product_states(dfas, max_states=max_states)
+    ``product([d], lambda a: not a[0])`` is the complement of ``d``. ``what`` and ``setting``: as
+    :func:`product_states`'s."""
+    both, combos = product_states(dfas, max_states=max_states, what=what, setting=setting)
     return trim(CharDFA(both.edges, [accept(flags(dfas, c)) for c in combos]))
 
 
