@@ -303,20 +303,21 @@ def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, max_states
 @functools.lru_cache(maxsize=1024)
 def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, integer: bool, nonint: bool,
                       fraction: str | None, mult: tuple[Fraction, ...], nonmult: tuple[Fraction, ...],
-                      excluded: frozenset[Fraction], extra: str | None, max_states: int) -> CharDFA | None:
+                      excluded: frozenset[Fraction], extra: str | None, max_states: int
+                      ) -> tuple[CharDFA, str] | None:
     """The minimal DFA of the numbers meeting these constraints, and of those the regex ``extra`` matches
-    (exponent forms), or None when no plain decimal meets them. Cached process-wide: the same ranges
-    recur across schemas (``minimum: 0``, percentages, ports), and their DFAs are only read afterwards."""
+    (exponent forms), with its ``(?@...)`` pattern; None when no plain decimal meets them. Cached
+    process-wide: the same ranges recur across schemas (``minimum: 0``, percentages, ports), and their
+    DFAs are only read afterwards."""
     dfa = number_dfa(lo, lo_x, hi, hi_x, integer=integer, nonint=nonint, fraction=fraction, mult=mult,
                      nonmult=nonmult, excluded=excluded, max_states=max_states)
     if json_automata.is_empty(dfa):
         return None
-    if extra is None:
-        return dfa
-    forms = json_automata.from_pattern(extra, search=False)
-    both = json_automata.product([dfa, forms], any, max_states=max_states, what="a number constraint",
-                                 setting="max_number_states")
-    return json_automata.minimize(both)
+    if extra is not None:
+        forms = json_automata.from_pattern(extra, search=False)
+        dfa = json_automata.minimize(json_automata.product([dfa, forms], any, max_states=max_states,
+                                                           what="a number constraint", setting="max_number_states"))
+    return dfa, _machine_text(dfa, _machine_edges(_text_edges(dfa), lambda ranges: (char_class(ranges),)))
 
 
 def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
@@ -593,16 +594,16 @@ class JsonGrammarBuilder:
             return self._lex(signed_number_regex("-", t.hi_x))
         fraction = "forbid" if t.plain else "require" if t.nonplain else None
         extra = exponent_forms(t.lo, t.lo_x, t.hi, t.hi_x, integer=t.integer) if simple and not t.plain else None
-        dfa = _number_automaton(t.lo, t.lo_x, t.hi, t.hi_x, t.integer, t.nonint, fraction, t.mult, t.nonmult,
-                                t.excluded, extra, self.s.max_number_states)
-        if dfa is None:
+        found = _number_automaton(t.lo, t.lo_x, t.hi, t.hi_x, t.integer, t.nonint, fraction, t.mult, t.nonmult,
+                                  t.excluded, extra, self.s.max_number_states)
+        if found is None:
             return None
+        dfa, pattern = found
         if dfa.n_states + 1 > self.s.max_automaton_lexeme_states:
             return self._dfa_rules(dfa, char_class, None, "number")
         # One automaton lexeme, whose byte DFA is the number DFA itself (its characters are ASCII),
         # offered to the lexer: writing the DFA out as a regex for the regex compiler to build back was
         # most of a new range's compile time (about 0.8 ms of 1.45).
-        pattern = _machine_text(dfa, _machine_edges(_text_edges(dfa), lambda ranges: (char_class(ranges),)))
         offer_builder(pattern, functools.partial(_ascii_dfa, dfa), dfa.n_states + 1)
         return self._lex(pattern)
 
