@@ -19,6 +19,7 @@ from test_json_schema_helpers import matches
 from banister.errors import LimitError, SchemaError
 from banister.grammar.json_keywords import KEYWORDS, SETTINGS, reference_tables
 from banister.grammar.json_schema import SchemaSettings, json_grammar, json_schema_to_grammar, json_schema_to_regex
+from banister.parser.lexer import lexeme_dfa
 from banister.regex import compile_regex
 
 DOC = Path(__file__).parent.parent / "docs" / "json-schema.md"
@@ -237,6 +238,30 @@ def test_patterns_with_lengths_match_python(pattern):
         for text in texts:
             expected = re.search(ecma, text) is not None and low <= len(text) <= (high or 99)
             assert rx.matches(json.dumps(text).encode()) is expected, (pattern, low, high, text)
+
+
+def test_an_unanchored_alternation_of_many_words_stays_small():
+    """``a|b|...`` in search semantics (MaskBench has lists of 17 and 120 names): every word's surrounding
+    ``any character*`` is shared, so the string lexeme's DFA, built in full when a grammar is compiled,
+    stays within the default state limit; and it agrees with Python's ``re.search``."""
+    rng = random.Random(7)
+    words = sorted({"".join(rng.choice("abcdefgh_") for _ in range(rng.randint(3, 6))) for _ in range(8)})
+    pattern = "|".join(words) + "|^c_|_c$"  # written alternative by alternative: 27,654 states
+    grammar = json_schema_to_grammar({"type": "string", "pattern": pattern})
+    (lexeme,) = grammar.lexemes
+    dfa = lexeme_dfa(lexeme.pattern, 10_000)
+    ecma = pattern.replace("$", r"\Z")
+    pieces = [*"abcdefgh_", "é", "\n", *words]
+    texts = [*words, "c_", "x_c", "xc_", "c_x", ""] + [
+        "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(400)
+    ]
+    for text in texts:
+        expected = re.search(ecma, text) is not None
+        for ensure_ascii in (True, False):
+            state = dfa.start
+            for byte in json.dumps(text, ensure_ascii=ensure_ascii).encode():
+                state = int(dfa.transitions[state, byte])
+            assert bool(dfa.accepting[state]) is expected, text
 
 
 def test_pattern_intersections_and_complements():

@@ -128,10 +128,24 @@ def _split(pattern: str, search: bool) -> tuple[tuple[bool, Node, bool], ...] | 
 
 
 def _content(parts: tuple[tuple[bool, Node, bool], ...]) -> str:
-    alts = []
+    """The string content of ``parts``; alternatives anchored alike share their ``any character*`` ends.
+
+    ``a|b`` is written ``.*(?:a|b).*``, not ``.*a.*|.*b.*``: in the second, each alternative's trailing
+    loop is its own NFA state, so the DFA remembers which one matched while it goes on tracking the
+    others (17 words gave more than 100,000 states; shared, 104).
+    """
+    groups: dict[tuple[bool, bool], list[str]] = {}
     for start, core, end in parts:
-        alts.append(("" if start else ANY_CHAR + "*") + render(core) + ("" if end else ANY_CHAR + "*"))
-    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        groups.setdefault((start, end), []).append(render(core))
+    alts = [
+        ("" if start else ANY_CHAR + "*") + _either(cores) + ("" if end else ANY_CHAR + "*")
+        for (start, end), cores in groups.items()
+    ]
+    return _either(alts)
+
+
+def _either(options: list[str]) -> str:
+    return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
 
 
 def _length_range(parts: tuple[tuple[bool, Node, bool], ...]) -> tuple[int, int | None]:
