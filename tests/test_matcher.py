@@ -205,6 +205,27 @@ def test_masks_overwrite_whatever_the_row_held(named, compilers):
                 assert matcher.accept_token(token)
 
 
+def test_a_reused_bitmask_gets_each_mask_in_the_row_asked_for(named, compilers):
+    """A matcher keeps the view of the row it filled last: filling the same buffer again, another row of
+    it, or another buffer writes where asked and nowhere else, at every step of a generation."""
+    compiled = compilers.json_schema({"type": "object", "properties": {"id": {"type": "integer"}}})
+    matcher = Matcher(compiled)
+    shared = allocate_token_bitmask(3, named.vocab.vocab_size)
+    for token in named.encode('{"id": 42}') + [None]:
+        fresh = allocate_token_bitmask(1, named.vocab.vocab_size)
+        matcher.fill_next_token_bitmask(fresh)
+        for index in (0, 2, 2, 1):
+            shared[:] = 0
+            matcher.fill_next_token_bitmask(shared, index)
+            assert np.array_equal(shared[index], fresh[0])
+            assert not np.delete(shared, index, axis=0).any()
+        other = allocate_token_bitmask(3, named.vocab.vocab_size)
+        matcher.fill_next_token_bitmask(other, 1)
+        assert np.array_equal(other[1], fresh[0]) and not shared[0].any()
+        if token is not None:
+            assert matcher.accept_token(token)
+
+
 def test_bitmasks_of_the_wrong_kind_are_refused_by_name(named, compilers):
     """A bitmask must be int32 words in contiguous rows, on the CPU: anything else is a typed error that
     says what is wrong, and a CPU torch bitmask gets the same words as a numpy one."""

@@ -33,6 +33,7 @@ class Matcher:
         self._states: list[Hashable] = [self._automaton.initial]
         self._fill_mask = getattr(self._automaton, "fill_mask", None)  # grammars write their sets directly
         self._eos_accepted = False
+        self._last_row: tuple[np.ndarray, int, np.ndarray] | None = None  # see fill_next_token_bitmask
 
     # -- reading (none of these change the matcher) -------------------------------------------------
 
@@ -92,7 +93,16 @@ class Matcher:
         EOS is set exactly when the output is complete. After EOS has been accepted only EOS is set,
         so a loop that keeps sampling pads with EOS. Words past the vocabulary are zeroed.
         """
-        row = _bitmask_row(bitmask, index)
+        # The row's view is kept for the next call with the same numpy array and index (a generation
+        # loop fills one buffer again and again): checking and slicing it again cost a third of a mask
+        # the memo already holds (0.34 of 1.03 µs). A numpy array with views can't be resized in place.
+        last = self._last_row
+        if last is not None and last[0] is bitmask and last[1] == index:
+            row = last[2]
+        else:
+            row = _bitmask_row(bitmask, index)
+            if type(bitmask) is np.ndarray:
+                self._last_row = (bitmask, index, row)
         accepting = self._eos_accepted
         fill = None if accepting else self._fill_mask
         if fill is not None:  # a grammar: writes its cached token sets straight into the row
