@@ -223,7 +223,8 @@ def test_long_lengths_are_split_into_rules():
     "pattern",
     [
         "^[ab]+$", "ab", "^a", "b$", "^(ab|ba)*$", "a.c", "^a{2,3}$", "(^a|b$)", "[^a]", "^$", "a|^b|c$", "\\d",
-        "^ab?c*$", "^a?b{0,2}1?.+$", "^(a|bc)?1*$", "^a$|^b.*$", "^.*b?$", "^a*b?c*$",
+        "^ab?c*$", "^a?b{0,2}1?.+$", "^(a|bc)?1*$", "^a$|^b.*$", "^.*b?$", "^a*b?c*$", "([ab]+)?", ".*", "^a?",
+        "c*$", "^(a|)",
     ],
 )
 def test_patterns_with_lengths_match_python(pattern):
@@ -238,6 +239,15 @@ def test_patterns_with_lengths_match_python(pattern):
         for text in texts:
             expected = re.search(ecma, text) is not None and low <= len(text) <= (high or 99)
             assert rx.matches(json.dumps(text).encode()) is expected, (pattern, low, high, text)
+
+
+def test_a_pattern_every_string_matches_leaves_a_long_length_bound_exact():
+    """``([0-9a-zA-Z]+)?`` with ``maxLength: 4096`` (a MaskBench schema): the pattern constrains nothing, so
+    the bound is a counted run; as a product with the pattern's automaton it needed more states than
+    ``max_string_states`` allows."""
+    grammar = json_schema_to_grammar({"type": "string", "pattern": "([0-9a-zA-Z]+)?", "maxLength": 4096})
+    for n, ok in [(0, True), (4096, True), (4097, False)]:
+        assert matches(grammar, json.dumps("-" * n)) is ok, n
 
 
 def test_an_unanchored_alternation_of_many_words_stays_small():

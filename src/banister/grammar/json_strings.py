@@ -127,6 +127,14 @@ def _split(pattern: str, search: bool) -> tuple[tuple[bool, Node, bool], ...] | 
     return tuple(parts)
 
 
+def _matches_everything(pattern: str) -> bool:
+    """Whether every string has a match of ``pattern`` (search semantics): an alternative open at one end
+    or both whose core matches the empty string, such as ``.*`` or ``([A-Z]+)?``. It constrains nothing,
+    so a length bound next to it is a plain counted run, not a product with its automaton."""
+    parts = _split(pattern, True)
+    return parts is not None and any(not (start and end) and _bounds(core)[0] == 0 for start, core, end in parts)
+
+
 def _content(parts: tuple[tuple[bool, Node, bool], ...]) -> str:
     """The string content of ``parts``; alternatives anchored alike share their ``any character*`` ends.
 
@@ -245,7 +253,8 @@ def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_reg
         return StringPlan("regex", regex)
     if term.max_len is not None and term.min_len > term.max_len:
         return None
-    sources = [(p, True) for p, _ in term.patterns] + [(format_regex(f, term.max_len), False) for f, _ in term.formats]
+    sources = [(p, True) for p, _ in term.patterns if not _matches_everything(p)]
+    sources += [(format_regex(f, term.max_len), False) for f, _ in term.formats]
     if not (term.neg_patterns or term.neg_formats or term.excluded):
         if not sources:
             return StringPlan("length", min_len=term.min_len, max_len=term.max_len)
