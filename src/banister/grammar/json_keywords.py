@@ -71,7 +71,9 @@ KEYWORDS: tuple[Keyword, ...] = (
         "only when items come from a few values (`max_unique_values`) or `maxItems <= 1`; else refused",
     ),
     Keyword("minLength", "enforced", "at least n code points (an escape is one character)", ""),
-    Keyword("maxLength", "enforced", "at most n code points", "long bounds are split into rules of whole lexemes"),
+    Keyword("maxLength", "enforced", "at most n code points",
+            "long bounds are split into rules of whole lexemes; beside a `pattern` or `format` the combined "
+            "automaton (about the pattern's states times n) must fit in `max_string_states`"),
     Keyword(
         "pattern",
         "enforced",
