@@ -205,6 +205,36 @@ def test_masks_overwrite_whatever_the_row_held(named, compilers):
                 assert matcher.accept_token(token)
 
 
+@pytest.mark.parametrize("eager_bytes", [0, 4 << 20])
+def test_a_state_keeps_its_united_sets_at_its_first_or_second_mask(named, eager_bytes, monkeypatch):
+    """A state whose mask unites several token sets keeps the row it ORed as one set: at its first mask
+    while the grammar holds few such rows, else at its second. Either way every mask is the union of
+    the state's sets, which ``token_mask`` computes apart."""
+    from banister.parser import recognizer
+
+    monkeypatch.setattr(recognizer, "MAX_EAGER_MERGED_BYTES", eager_bytes)
+    compiled = Compiler(named.vocab, cache_size=0).json_schema(
+        {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}})
+    automaton = compiled.automaton
+    text = '{"name": "Ada", "n": 12}'
+    parts_after: dict = {}  # state -> how many sets it holds after each of its masks
+    for _request in range(2):
+        matcher = Matcher(compiled)
+        for token in named.encode(text):
+            state = matcher.state
+            row = allocate_token_bitmask(1, named.vocab.vocab_size)
+            matcher.fill_next_token_bitmask(row)
+            assert np.array_equal(row[0, : automaton._words].view(np.uint32), automaton.token_mask(state)), token
+            parts_after.setdefault(state, []).append(len(automaton._state_masks[state][0]))
+            assert matcher.accept_token(token)
+    assert automaton._merged_bytes > 0
+    if eager_bytes:  # every state holds one set from its first mask on
+        assert all(counts[0] == 1 for counts in parts_after.values())
+    else:  # several sets after the first mask, one after the second
+        assert any(counts[:2] == [counts[0], 1] and counts[0] > 1 for counts in parts_after.values())
+        assert all(counts[1:] == [1] * (len(counts) - 1) for counts in parts_after.values() if counts[0] > 1)
+
+
 def test_a_reused_bitmask_gets_each_mask_in_the_row_asked_for(named, compilers):
     """A matcher keeps the view of the row it filled last: filling the same buffer again, another row of
     it, or another buffer writes where asked and nowhere else, at every step of a generation."""

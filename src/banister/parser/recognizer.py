@@ -77,16 +77,15 @@ class GrammarAutomaton:
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
         self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
-        self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # see _sets
-        self._merged_bytes = 0  # held by merged token sets (see _sets)
+        self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # see _sets and fill_mask
+        self._merged_bytes = 0  # held by merged token sets (see fill_mask)
         self._words = bitmask_words(vocab.vocab_size)
         self._no_tokens = np.zeros(self._words, dtype=np.uint32)
         self._no_tokens.setflags(write=False)
         self.initial: GrammarState = frozenset({(self.parser.initial, None, 0)})
         # The first mask's token sets, which every request needs, are computed now (memoised on the
         # initial parse state): a context that is too big fails at compile time, and no request pays
-        # it. The state itself is not entered in the state memo, so the first request's mask ORs those
-        # sets and only a second request's merges them (see _sets).
+        # it. The state itself is entered in the state memo by the first request's mask (see _sets).
         self._parts(self._branches(self.initial))
 
     # -- lexer contexts ---------------------------------------------------------------------------------
@@ -185,7 +184,9 @@ class GrammarAutomaton:
         ones it has.
         """
         words = self._words
-        parts, accepting = self._sets(state)
+        found = self._state_masks.get(state)
+        seen = found is not None
+        parts, accepting = found if seen else self._sets(state)
         if row.shape[0] < words:
             row[:] = self._mask(parts)[: row.shape[0]]
             return accepting
@@ -196,19 +197,22 @@ class GrammarAutomaton:
             out[:] = 0
             for part in parts:
                 _apply(out, part)
+            spent = self._merged_bytes
+            if len(parts) > 1 and (spent < MAX_EAGER_MERGED_BYTES or (seen and spent < MAX_MERGED_BYTES)):
+                # The row just ORed is kept as the state's one set, so a later mask of it is a copy
+                # (a string's interior, another request at the same point): at once while the grammar
+                # has spent little on such sets, else from a state's second mask on (most states of
+                # a long generation are met once).
+                merged = _kept(out)
+                self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
+                self._state_masks[state] = ((merged,), accepting)
         if row.shape[0] > words:
             row[words:] = 0
         return accepting
 
     def _sets(self, state: GrammarState) -> tuple[tuple, bool]:
-        """(the token sets whose union is the mask of ``state``, whether it accepts), memoised by state;
-        the second time a state is asked for, its sets are merged into one (a string's interior,
-        another request at the same point), so every later mask reads a single array.
-
-        Not the first time: most states are met once, and merging at once made new masks dearer than
-        ORing their sets into the row (by about 15 µs at the median on a MaskBench sample: the merged
-        set is new memory, written cold).
-        """
+        """(the token sets whose union is the mask of ``state``, whether it accepts), memoised by state
+        (:meth:`fill_mask` replaces a state's sets by their union the second time it fills it)."""
         masks = self._state_masks
         found = masks.get(state)
         if found is None:
@@ -216,10 +220,6 @@ class GrammarAutomaton:
             accepting = any(boundary and parse.accepting for parse, _, _, boundary in branches)
             _make_room(masks, MAX_STATE_MASKS)
             found = masks[state] = (tuple(self._parts(branches)), accepting)
-        elif len(found[0]) > 1 and self._merged_bytes < MAX_MERGED_BYTES:
-            merged = _union(list(found[0]), self._words)
-            self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
-            found = masks[state] = ((merged,), found[1])
         return found
 
     def _parts(self, branches: list) -> list:
@@ -467,7 +467,9 @@ _MAX_DIFFERING = 64
 MAX_STATE_MASKS = 65_536
 """Most states whose masks a grammar keeps ready (the oldest go first, see :func:`_make_room`)."""
 MAX_MERGED_BYTES = 64 << 20
-"""Most bytes a grammar spends on merged token sets (see ``_sets``); past it, masks OR their parts."""
+"""Most bytes a grammar spends on merged token sets (see ``fill_mask``); past it, masks OR their parts."""
+MAX_EAGER_MERGED_BYTES = 4 << 20
+"""Bytes of merged token sets a grammar keeps from a state's first mask on (see ``fill_mask``)."""
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the oldest go first, see :func:`_make_room`)."""
@@ -512,14 +514,26 @@ def _take(scratch: np.ndarray, touched: np.ndarray | None = None) -> Tokens:
     index = np.flatnonzero(scratch) if touched is None else touched
     if not index.size:
         return None
-    if index.size * _SPARSE_SHARE > scratch.size:
-        words = scratch.copy()
+    tokens = _kept(scratch, index)
+    if tokens[0] is None:
         scratch.fill(0)
-        words.setflags(write=False)
-        return None, words
+    else:
+        scratch[tokens[0]] = 0
+    return tokens
+
+
+def _kept(words: np.ndarray, index: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+    """A read-only copy of the bitmask ``words`` as a token set: sparse (the indices of its non-zero
+    words, given as ``index`` or searched for, and their values) when at most 1/16 of them are
+    non-zero, else dense."""
+    if index is None:
+        index = np.flatnonzero(words)
+    if index.size * _SPARSE_SHARE > words.size:
+        dense = words.copy()
+        dense.setflags(write=False)
+        return None, dense
     index = index.astype(np.intp)  # a copy: the caller's buffer is not kept
-    values = scratch[index]
-    scratch[index] = 0
+    values = words[index]
     index.setflags(write=False)
     values.setflags(write=False)
     return index, values
