@@ -212,7 +212,7 @@ class GrammarAutomaton:
 
     def _sets(self, state: GrammarState) -> tuple[tuple, bool]:
         """(the token sets whose union is the mask of ``state``, whether it accepts), memoised by state
-        (:meth:`fill_mask` replaces a state's sets by their union the second time it fills it)."""
+        (:meth:`fill_mask` replaces a state's sets by their union at its first or second mask)."""
         masks = self._state_masks
         found = masks.get(state)
         if found is None:
