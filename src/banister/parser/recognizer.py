@@ -526,12 +526,15 @@ def _kept(words: np.ndarray, index: np.ndarray | None = None) -> tuple[np.ndarra
     """A read-only copy of the bitmask ``words`` as a token set: sparse (the indices of its non-zero
     words, given as ``index`` or searched for, and their values) when at most 1/16 of them are
     non-zero, else dense."""
-    if index is None:
-        index = np.flatnonzero(words)
-    if index.size * _SPARSE_SHARE > words.size:
+    # Counted first: the indices of a dense row's words would cost ten times a count (10 µs against 1
+    # on Llama-3's 4,008 words).
+    count = np.count_nonzero(words) if index is None else index.size
+    if count * _SPARSE_SHARE > words.size:
         dense = words.copy()
         dense.setflags(write=False)
         return None, dense
+    if index is None:
+        index = np.flatnonzero(words)
     index = index.astype(np.intp)  # a copy: the caller's buffer is not kept
     values = words[index]
     index.setflags(write=False)
