@@ -509,17 +509,16 @@ def _take(scratch: np.ndarray, touched: np.ndarray | None = None) -> Tokens:
     """The tokens set in ``scratch``, as a cached (read-only) token set; clears ``scratch``.
 
     ``touched``: the indices of its non-zero words when known (the walk kernel reports them), else
-    they are searched for.
+    they are counted and, for a sparse set, searched for (see :func:`_kept`).
     """
-    index = np.flatnonzero(scratch) if touched is None else touched
+    index, words = _kept(scratch, touched)
+    if index is None:  # dense: some word is set
+        scratch.fill(0)
+        return None, words
     if not index.size:
         return None
-    tokens = _kept(scratch, index)
-    if tokens[0] is None:
-        scratch.fill(0)
-    else:
-        scratch[tokens[0]] = 0
-    return tokens
+    scratch[index] = 0
+    return index, words
 
 
 def _kept(words: np.ndarray, index: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
