@@ -247,10 +247,17 @@ def is_empty(dfa: CharDFA) -> bool:
     return not dfa.accepting[0] and not dfa.edges[0]
 
 
+MOORE_STATES = 48
+"""Automata of at most this many states are minimised by Moore's rounds (each a list comprehension,
+the fastest in Python for the number ranges and short strings most schemas hold), larger ones by
+Hopcroft's refinement (a counting automaton may need as many of Moore's rounds as it has states)."""
+
+
 def minimize(dfa: CharDFA) -> CharDFA:
-    """The minimal trimmed DFA of the same language (Hopcroft's partition refinement over the
-    code-point intervals the edges cut)."""
-    dfa = trim(dfa)
+    """The minimal trimmed DFA of the same language: states that accept the same strings are merged
+    (those that accept none with the dead state), and the rest are numbered breadth-first from the
+    start. The partition is refined over the intervals the edges cut, intervals that every state
+    treats alike read as one letter."""
     n = dfa.n_states
     points = {0, MAX_CP + 1}
     for row in dfa.edges:
@@ -258,63 +265,103 @@ def minimize(dfa: CharDFA) -> CharDFA:
             points.add(lo)
             points.add(hi + 1)
     cuts = sorted(points)
-    k = len(cuts) - 1
-    dead = n  # an explicit sink makes the automaton complete
-    inverse: list[dict[int, list[int]]] = [{} for _ in range(k)]
-    for s_, row in enumerate(dfa.edges):
-        covered = 0
-        for c, lo in enumerate(cuts[:-1]):
-            while covered < len(row) and row[covered][1] < lo:
-                covered += 1
-            t = row[covered][2] if covered < len(row) and row[covered][0] <= lo else dead
-            inverse[c].setdefault(t, []).append(s_)
-    for c in range(k):
-        inverse[c].setdefault(dead, []).append(dead)
-    accepting = {s_ for s_ in range(n) if dfa.accepting[s_]}
-    rest = set(range(n + 1)) - accepting
-    blocks: list[set[int]] = [b for b in (accepting, rest) if b]
-    block_of = [0] * (n + 1)
+    at = {p: i for i, p in enumerate(cuts)}
+    dead = [n] * (len(cuts) - 1)  # state n: an explicit sink makes the automaton complete
+    table = []
+    for row in dfa.edges:
+        targets = dead.copy()
+        for lo, hi, t in row:
+            for c in range(at[lo], at[hi + 1]):
+                targets[c] = t
+        table.append(targets)
+    table.append(dead)
+    letters = [*{*zip(*table)}]  # each letter: every state's target on it
+    initial = [*map(int, dfa.accepting), 0]
+    block = _moore(initial, letters) if n <= MOORE_STATES else _hopcroft(initial, letters)
+    return _quotient(dfa, block)
+
+
+def _moore(block: list[int], letters: list[tuple[int, ...]]) -> list[int]:
+    """The coarsest partition refining ``block`` that the letters respect: each round numbers the
+    states by their block and their targets' blocks, until no block splits."""
+    rows = list(zip(*letters)) if letters else [()] * len(block)
+    count = len(set(block))
+    while True:
+        get = block.__getitem__
+        numbers: dict[tuple[int, ...], int] = {}
+        block = [numbers.setdefault((b, *map(get, row)), len(numbers)) for b, row in zip(block, rows)]
+        if len(numbers) == count:
+            return block
+        count = len(numbers)
+
+
+def _hopcroft(initial: list[int], letters: list[tuple[int, ...]]) -> list[int]:
+    """The partition :func:`_moore` finds, by Hopcroft's refinement (splitting by the smaller half)."""
+    states = len(initial)
+    inverse = []
+    for targets in letters:
+        sources: list[list[int]] = [[] for _ in range(states)]
+        for s, t in enumerate(targets):
+            sources[t].append(s)
+        inverse.append(sources)
+    blocks = [b for b in ([s for s in range(states) if initial[s]], [s for s in range(states) if not initial[s]]) if b]
+    block_of = [0] * states
     for b, members in enumerate(blocks):
-        for s_ in members:
-            block_of[s_] = b
-    work = {(min(range(len(blocks)), key=lambda b: len(blocks[b])), c) for c in range(k)} if len(blocks) > 1 else set()
+        for s in members:
+            block_of[s] = b
+    work: set[tuple[int, int]] = set()
+    if len(blocks) == 2:
+        smaller = 0 if len(blocks[0]) <= len(blocks[1]) else 1
+        work = {(smaller, c) for c in range(len(inverse))}
     while work:
         a, c = work.pop()
-        sources: dict[int, set[int]] = {}
-        for t in list(blocks[a]):
-            for s_ in inverse[c].get(t, ()):
-                sources.setdefault(block_of[s_], set()).add(s_)
-        for b, hit in sources.items():
+        sources_of = inverse[c]
+        touched: dict[int, list[int]] = {}
+        for t in blocks[a]:
+            for s in sources_of[t]:
+                touched.setdefault(block_of[s], []).append(s)
+        for b, hit in touched.items():
             if len(hit) == len(blocks[b]):
                 continue
-            blocks[b] -= hit
+            hits = set(hit)
+            blocks[b] = [s for s in blocks[b] if s not in hits]
             new = len(blocks)
             blocks.append(hit)
-            for s_ in hit:
-                block_of[s_] = new
+            for s in hit:
+                block_of[s] = new
             small = new if len(hit) <= len(blocks[b]) else b
-            for cc in range(k):
-                if (b, cc) in work:
-                    work.add((new, cc))
-                else:
-                    work.add((small, cc))
-    # Renumber: the start's block first; the sink's block is dropped (trimmed automata never need it).
-    sink = block_of[dead]
-    remap = {block_of[0]: 0}
-    for s_ in range(n):
-        if block_of[s_] != sink:
-            remap.setdefault(block_of[s_], len(remap))
-    edges: list[list[Edge]] = [[] for _ in remap]
-    accept = [False] * len(remap)
-    seen = set()
-    for s_, row in enumerate(dfa.edges):
-        b = block_of[s_]
-        if b == sink or b in seen:
-            continue
-        seen.add(b)
-        accept[remap[b]] = dfa.accepting[s_]
-        edges[remap[b]] = _merge((lo, hi, remap[block_of[t]]) for lo, hi, t in row if block_of[t] != sink)
-    return CharDFA(edges, accept)
+            for cc in range(len(inverse)):
+                work.add((new, cc) if (b, cc) in work else (small, cc))
+    return block_of
+
+
+def _quotient(dfa: CharDFA, block: list[int]) -> CharDFA:
+    """``dfa``'s states merged by ``block`` (the dead state's block, numbered last, dropped), the
+    blocks reachable from the start numbered breadth-first."""
+    dead = block[-1]
+    if block[0] == dead:
+        return CharDFA([[]], [False])
+    number = {block[0]: 0}
+    order = [0]
+    for s in order:
+        for _, _, t in dfa.edges[s]:
+            b = block[t]
+            if b != dead and b not in number:
+                number[b] = len(order)
+                order.append(t)
+    edges: list[list[Edge]] = []
+    for s in order:
+        row: list[Edge] = []
+        for lo, hi, t in sorted(dfa.edges[s]):
+            if block[t] == dead:
+                continue
+            target = number[block[t]]
+            if row and row[-1][2] == target and row[-1][1] + 1 == lo:
+                row[-1] = (row[-1][0], hi, target)
+            else:
+                row.append((lo, hi, target))
+        edges.append(row)
+    return CharDFA(edges, [dfa.accepting[s] for s in order])
 
 
 class Rx:

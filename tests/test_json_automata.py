@@ -1,0 +1,74 @@
+"""The code-point DFAs behind combined string and number constraints: minimisation."""
+
+from __future__ import annotations
+
+import random
+from itertools import pairwise
+
+import pytest
+
+from banister.grammar import json_automata
+from banister.grammar.json_automata import CharDFA, minimize
+
+POINTS = [0, 45, 46, 48, 49, 53, 57, 101, 0x10FFFF]  # cut points of the random edges' ranges
+
+
+def _random_dfa(rng: random.Random, n: int) -> CharDFA:
+    """A DFA of ``n`` states whose rows cover random unions of the ranges between ``POINTS``, listed
+    in a shuffled order (as the number automata list theirs: digits before the dot)."""
+    edges = []
+    for _ in range(n):
+        row = []
+        for lo, hi in pairwise(POINTS):
+            if rng.random() < 0.5:
+                row.append((lo, hi - 1, rng.randrange(n)))
+        rng.shuffle(row)
+        edges.append(row)
+    return CharDFA(edges, [rng.random() < 0.3 for _ in range(n)])
+
+
+def _run(dfa: CharDFA, word: list[int]) -> bool:
+    state = 0
+    for cp in word:
+        state = next((t for lo, hi, t in dfa.edges[state] if lo <= cp <= hi), -1)
+        if state < 0:
+            return False
+    return dfa.accepting[state]
+
+
+def _equivalent_pairs(dfa: CharDFA) -> set[tuple[int, int]]:
+    """Pairs of distinct states no word tells apart: the complement of the distinguishable pairs, found
+    by the textbook fixpoint over pairs (the dead state, -1, included)."""
+    states = [*range(dfa.n_states), -1]
+    step = {s: (lambda cp, s=s: next((t for lo, hi, t in dfa.edges[s] if lo <= cp <= hi), -1)) for s in states[:-1]}
+    step[-1] = lambda cp: -1
+    accepts = {s: s >= 0 and dfa.accepting[s] for s in states}
+    apart = {(p, q) for p in states for q in states if accepts[p] != accepts[q]}
+    changed = True
+    while changed:
+        changed = False
+        for p in states:
+            for q in states:
+                if p != q and (p, q) not in apart and any((step[p](cp), step[q](cp)) in apart for cp in POINTS[:-1]):
+                    apart.add((p, q))
+                    changed = True
+    return {(p, q) for p in states for q in states if p < q and (p, q) not in apart}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_minimize_keeps_the_language_and_merges_every_equivalent_state(seed, monkeypatch):
+    rng = random.Random(seed)
+    dfa = _random_dfa(rng, rng.randint(1, 30))
+    monkeypatch.setattr(json_automata, "MOORE_STATES", 1 << 20)
+    moore = minimize(dfa)
+    monkeypatch.setattr(json_automata, "MOORE_STATES", 0)
+    hopcroft = minimize(dfa)
+    assert (moore.edges, moore.accepting) == (hopcroft.edges, hopcroft.accepting)
+    empty = (moore.edges, moore.accepting) == (((),), (False,))  # the empty language keeps a start
+    assert not _equivalent_pairs(moore) or empty
+    for row in moore.edges:  # sorted, disjoint, adjacent ranges to one target joined
+        assert all(a[1] < b[0] and not (a[1] + 1 == b[0] and a[2] == b[2]) for a, b in pairwise(row))
+    letters = POINTS[:-1] + [p - 1 for p in POINTS[1:]]
+    for _ in range(300):
+        word = [rng.choice(letters) for _ in range(rng.randint(0, 8))]
+        assert _run(moore, word) is _run(dfa, word), word
