@@ -77,8 +77,8 @@ def magnitude_dfa(
     between ``0.`` and the first non-zero digit."""
     base = _magnitude_dfa(bounds, moduli, integer=integer, nonint=nonint, fraction=fraction)
     if max_int_digits is None and max_zeros is None:
-        return _explore(base[0], base[1], base[2], "0123456789.", max_states)
-    start, step, accepting = base
+        return _explore(*base, max_states)
+    start, step, accepting, cuts = base
 
     # Extra counter: integer digits (phase "i"), or the run of zeros after "0." (phases "d"/"f" after
     # "z"); -1 once it no longer matters.
@@ -102,7 +102,7 @@ def magnitude_dfa(
             return (nxt, min(count + 1, max_zeros + 1) if max_zeros is not None else -1)
         return (nxt, count if nxt[0] == "z" else -1)
 
-    return _explore((start, 0), step2, lambda st: accepting(st[0]), "0123456789.", max_states)
+    return _explore((start, 0), step2, lambda st: accepting(st[0]), lambda st: cuts(st[0]), max_states)
 
 
 def _magnitude_dfa(
@@ -112,8 +112,9 @@ def _magnitude_dfa(
     integer: bool,
     nonint: bool,
     fraction: str | None,
-) -> tuple[tuple, Callable[[tuple, str], tuple | None], Callable[[tuple], bool]]:
-    """Start state, step and acceptance of :func:`magnitude_dfa` without the digit counters."""
+) -> tuple[tuple, Callable[[tuple, str], tuple | None], Callable[[tuple], bool], Callable[[tuple], tuple[int, ...]]]:
+    """Start state, step, acceptance and digit runs (see :func:`_explore`) of :func:`magnitude_dfa`
+    without the digit counters."""
     digits = [_digits(b.value) for b in bounds]
 
     # State: (phase, per-bound comparator, per-modulus (remainder, fraction digits, nonzero beyond s),
@@ -206,29 +207,62 @@ def _magnitude_dfa(
         nxt = raw_step(state, ch)
         return None if nxt is None or dead(nxt) else nxt
 
-    return start(), step, accepting
+    every = tuple(range(10))
+
+    def cuts(state: tuple) -> tuple[int, ...]:
+        """The digits where a run of digits alike in ``state`` starts: each bound still equal so far
+        parts its next digit from those below and above it; 0 is apart from 1-9 (the zero phase, a
+        non-zero fraction digit); a modulus parts every digit, except past its scale."""
+        phase, cmps, mods, _ = state
+        if mods and (phase in ("s", "i") or any(j < s for (_c, s, _f), (_r, j, _b) in zip(moduli, mods))):
+            return every
+        points = {0, 1}
+        if phase in ("s", "i"):
+            for (whole, _frac), (k, rel) in zip(digits, cmps):
+                if rel == _EQUAL and k < len(whole):
+                    points.add(int(whole[k]))
+                    points.add(int(whole[k]) + 1)
+        elif phase in ("d", "f"):
+            for (_whole, frac), (status, j) in zip(digits, cmps):
+                if status == _EQUAL:
+                    ref = int(frac[j]) if j < len(frac) else 0
+                    points.add(ref)
+                    points.add(ref + 1)
+        points.discard(10)
+        return tuple(sorted(points))
+
+    return start(), step, accepting, cuts
 
 
 def _explore(
     start: tuple,
     step: Callable[[tuple, str], tuple | None],
     accepting: Callable[[tuple], bool],
-    alphabet: str,
+    cuts: Callable[[tuple], tuple[int, ...]],
     max_states: int,
 ) -> CharDFA:
+    """The DFA reachable from ``start`` over the digits and ``.``. ``cuts(state)`` lists the digits
+    that start a run of digits ``step`` treats alike (0 first): each run is stepped once, on its first
+    digit, and becomes one edge (most states read 2 to 4 runs, not 10 digits)."""
     index = {start: 0}
     order = [start]
     edges: list[list[tuple[int, int, int]]] = []
     for state in order:
         row = []
-        for ch in alphabet:
-            nxt = step(state, ch)
-            if nxt is None:
-                continue
-            found = intern_state(index, order, nxt, max_states, "a number constraint", "max_number_states")
-            row.append((ord(ch), ord(ch), found))
+        points = cuts(state)
+        for lo, hi in zip(points, (*points[1:], 10)):
+            nxt = step(state, _DIGITS[lo])
+            if nxt is not None:
+                found = intern_state(index, order, nxt, max_states, "a number constraint", "max_number_states")
+                row.append((48 + lo, 47 + hi, found))
+        nxt = step(state, ".")
+        if nxt is not None:
+            row.append((46, 46, intern_state(index, order, nxt, max_states, "a number constraint", "max_number_states")))
         edges.append(row)
     return CharDFA(edges, [accepting(s) for s in order])
+
+
+_DIGITS = "0123456789"
 
 
 def signed_parts(
