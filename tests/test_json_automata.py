@@ -1,13 +1,15 @@
-"""The code-point DFAs behind combined string and number constraints: minimisation."""
+"""The code-point DFAs behind combined string and number constraints: minimisation, and the digit
+automaton of number ranges."""
 
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 from itertools import pairwise
 
 import pytest
 
-from banister.grammar import json_automata
+from banister.grammar import json_automata, json_numbers
 from banister.grammar.json_automata import CharDFA, minimize
 
 POINTS = [0, 45, 46, 48, 49, 53, 57, 101, 0x10FFFF]  # cut points of the random edges' ranges
@@ -72,3 +74,30 @@ def test_minimize_keeps_the_language_and_merges_every_equivalent_state(seed, mon
     for _ in range(300):
         word = [rng.choice(letters) for _ in range(rng.randint(0, 8))]
         assert _run(moore, word) is _run(dfa, word), word
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_number_automaton_stepping_runs_of_digits_is_the_one_stepping_every_digit(seed, monkeypatch):
+    """The digit automaton steps once per run of digits its state treats alike; stepping each of the
+    ten digits instead must build the same minimal DFA, for bounds, multiples and excluded values."""
+    rng = random.Random(seed)
+    values = [Fraction(v) for v in ("0", "1", "-1", "7.5", "-2.25", "100", "0.125", "-300", "65535", "0.07", "1e-3")]
+    explore = json_numbers._explore
+    cases = []
+    for _ in range(40):
+        lo, hi = (rng.choice([None, *values]) for _ in range(2))
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+        integer = rng.random() < 0.4
+        cases.append(((lo, rng.random() < 0.3, hi, rng.random() < 0.3), {
+            "integer": integer, "nonint": not integer and rng.random() < 0.1,
+            "fraction": rng.choice([None, None, "forbid", "require"]),
+            "mult": tuple(rng.sample([Fraction(2), Fraction(1, 4), Fraction(7, 10)], rng.choice([0, 0, 1]))),
+            "nonmult": tuple(rng.sample([Fraction(5), Fraction(1, 2)], rng.choice([0, 0, 1]))),
+            "excluded": frozenset(rng.sample(values, rng.choice([0, 1]))), "max_states": 20_000}))
+    runs = [json_numbers.number_dfa(*args, **options) for args, options in cases]
+    monkeypatch.setattr(json_numbers, "_explore", lambda start, step, accepting, _cuts, limit: explore(
+        start, step, accepting, lambda _state: tuple(range(10)), limit))
+    for (args, options), dfa in zip(cases, runs):
+        every = json_numbers.number_dfa(*args, **options)
+        assert (dfa.edges, dfa.accepting) == (every.edges, every.accepting), (args, options)
