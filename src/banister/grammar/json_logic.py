@@ -27,6 +27,7 @@ from banister.grammar.json_formats import FORMATS, OPENAPI_NUMBER_FORMATS, SPEC_
 from banister.grammar.json_keywords import FOREIGN, KEYWORDS, REFUSED
 from banister.grammar.json_resolve import Document, Location, escape_token
 from banister.regex import compile_regex, parse_regex
+from banister.regex.nodes import Node as RegexNode
 
 TYPES = ("null", "boolean", "object", "array", "number", "string")
 ALL_TYPES = frozenset(TYPES)
@@ -945,7 +946,7 @@ class Logic:
             if not isinstance(pattern, str):
                 raise SchemaError("pattern must be a string", p, "pattern")
             try:
-                parse_regex(pattern)
+                schema_regex(pattern)
             except RegexError as err:
                 raise SchemaError(f"pattern is not a supported regex: {err}", f"{p}/pattern", "pattern") from err
             term = replace(term, patterns=((pattern, f"{p}/pattern"),))
@@ -1041,7 +1042,7 @@ class Logic:
                 where = f"{p}/patternProperties/{escape_token(pattern)}"
                 self._check_schema(sub, where, "patternProperties")
                 try:
-                    parse_regex(pattern)
+                    schema_regex(pattern)
                 except RegexError as err:
                     raise SchemaError(f"not a supported regex: {err}", where, "patternProperties") from err
                 rules.append((("pattern", pattern), loc_node(where), where))
@@ -1588,6 +1589,14 @@ def _texts(values: list) -> tuple[str, ...]:
 
 def text_keys(texts: Iterable[str]) -> set:
     return {canon(json.loads(t)) for t in texts}
+
+
+@lru_cache(maxsize=2048)
+def schema_regex(pattern: str) -> RegexNode:
+    """The syntax tree of a JSON Schema regex (``pattern``, a ``patternProperties`` name; no banister
+    extensions), parsed once: it is checked where the keyword is read, then split and planned where
+    its string is built (:mod:`json_strings`). RegexError when banister does not support it."""
+    return parse_regex(pattern)
 
 
 @lru_cache(maxsize=4096)

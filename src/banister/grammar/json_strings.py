@@ -16,10 +16,9 @@ from banister.errors import LimitError
 from banister.grammar import json_automata
 from banister.grammar.json_automata import CharDFA
 from banister.grammar.json_formats import format_regex
-from banister.grammar.json_logic import StrTerm, string_dfa
+from banister.grammar.json_logic import StrTerm, schema_regex, string_dfa
 from banister.grammar.json_text import ANY_CHAR, json_char, json_strings, plain_names
 from banister.parser.lexer import offer_texts
-from banister.regex import parse_regex
 from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repeat
 
 
@@ -119,7 +118,7 @@ def _bounds(node: Node) -> tuple[int, int | None]:
 
 @lru_cache(maxsize=2048)
 def _split(pattern: str, search: bool) -> tuple[tuple[bool, Node, bool], ...] | None:
-    parts = _edge_split(parse_regex(pattern))
+    parts = _edge_split(schema_regex(pattern))
     if parts is None:
         return None
     if not search:
