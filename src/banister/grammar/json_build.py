@@ -303,16 +303,17 @@ def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, max_states
 @functools.lru_cache(maxsize=1024)
 def _number_automaton(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, integer: bool, nonint: bool,
                       fraction: str | None, mult: tuple[Fraction, ...], nonmult: tuple[Fraction, ...],
-                      excluded: frozenset[Fraction], extra: str | None, max_states: int
+                      excluded: frozenset[Fraction], exponents: bool, max_states: int
                       ) -> tuple[CharDFA, str] | None:
-    """The minimal DFA of the numbers meeting these constraints, and of those the regex ``extra`` matches
-    (exponent forms), with its ``(?@...)`` pattern; None when no plain decimal meets them. Cached
-    process-wide: the same ranges recur across schemas (``minimum: 0``, percentages, ports), and their
-    DFAs are only read afterwards."""
+    """The minimal DFA of the numbers meeting these constraints, and (``exponents``) of the exponent
+    forms whose magnitude alone puts them in range (:func:`exponent_forms`), with its ``(?@...)``
+    pattern; None when no plain decimal meets them. Cached process-wide: the same ranges recur across
+    schemas (``minimum: 0``, percentages, ports), and their DFAs are only read afterwards."""
     dfa = number_dfa(lo, lo_x, hi, hi_x, integer=integer, nonint=nonint, fraction=fraction, mult=mult,
                      nonmult=nonmult, excluded=excluded, max_states=max_states)
     if json_automata.is_empty(dfa):
         return None
+    extra = exponent_forms(lo, lo_x, hi, hi_x, integer=integer) if exponents else None
     if extra is not None:
         forms = json_automata.from_pattern(extra, search=False)
         dfa = json_automata.minimize(json_automata.product([dfa, forms], any, max_states=max_states,
@@ -593,9 +594,8 @@ class JsonGrammarBuilder:
                 return self._lex(signed_number_regex("+", t.lo_x))
             return self._lex(signed_number_regex("-", t.hi_x))
         fraction = "forbid" if t.plain else "require" if t.nonplain else None
-        extra = exponent_forms(t.lo, t.lo_x, t.hi, t.hi_x, integer=t.integer) if simple and not t.plain else None
         found = _number_automaton(t.lo, t.lo_x, t.hi, t.hi_x, t.integer, t.nonint, fraction, t.mult, t.nonmult,
-                                  t.excluded, extra, self.s.max_number_states)
+                                  t.excluded, simple and not t.plain, self.s.max_number_states)
         if found is None:
             return None
         dfa, pattern = found
