@@ -29,21 +29,22 @@ def _random_dfa(rng: random.Random, n: int) -> CharDFA:
     return CharDFA(edges, [rng.random() < 0.3 for _ in range(n)])
 
 
+def _step(dfa: CharDFA, state: int, cp: int) -> int:
+    """The next state, or -1 (dead), read from rows in any order (``CharDFA.step`` needs them sorted)."""
+    return -1 if state < 0 else next((t for lo, hi, t in dfa.edges[state] if lo <= cp <= hi), -1)
+
+
 def _run(dfa: CharDFA, word: list[int]) -> bool:
     state = 0
     for cp in word:
-        state = next((t for lo, hi, t in dfa.edges[state] if lo <= cp <= hi), -1)
-        if state < 0:
-            return False
-    return dfa.accepting[state]
+        state = _step(dfa, state, cp)
+    return state >= 0 and dfa.accepting[state]
 
 
 def _equivalent_pairs(dfa: CharDFA) -> set[tuple[int, int]]:
     """Pairs of distinct states no word tells apart: the complement of the distinguishable pairs, found
     by the textbook fixpoint over pairs (the dead state, -1, included)."""
     states = [*range(dfa.n_states), -1]
-    step = {s: (lambda cp, s=s: next((t for lo, hi, t in dfa.edges[s] if lo <= cp <= hi), -1)) for s in states[:-1]}
-    step[-1] = lambda cp: -1
     accepts = {s: s >= 0 and dfa.accepting[s] for s in states}
     apart = {(p, q) for p in states for q in states if accepts[p] != accepts[q]}
     changed = True
@@ -51,7 +52,7 @@ def _equivalent_pairs(dfa: CharDFA) -> set[tuple[int, int]]:
         changed = False
         for p in states:
             for q in states:
-                if p != q and (p, q) not in apart and any((step[p](cp), step[q](cp)) in apart for cp in POINTS[:-1]):
+                if p != q and (p, q) not in apart and any((_step(dfa, p, cp), _step(dfa, q, cp)) in apart for cp in POINTS[:-1]):
                     apart.add((p, q))
                     changed = True
     return {(p, q) for p in states for q in states if p < q and (p, q) not in apart}

@@ -241,6 +241,14 @@ def test_patterns_with_lengths_match_python(pattern):
             assert rx.matches(json.dumps(text).encode()) is expected, (pattern, low, high, text)
 
 
+def _lexeme_accepts(dfa, data: bytes) -> bool:
+    """Whether a lexeme's byte DFA (dead state 0, which every byte leaves dead) accepts ``data``."""
+    state = dfa.start
+    for byte in data:
+        state = int(dfa.transitions[state, byte])
+    return bool(dfa.accepting[state])
+
+
 def test_a_pattern_every_string_matches_leaves_a_long_length_bound_exact():
     """``([0-9a-zA-Z]+)?`` with ``maxLength: 4096`` (a MaskBench schema): the pattern constrains nothing, so
     the bound is a counted run; as a product with the pattern's automaton it needed more states than
@@ -268,10 +276,7 @@ def test_an_unanchored_alternation_of_many_words_stays_small():
     for text in texts:
         expected = re.search(ecma, text) is not None
         for ensure_ascii in (True, False):
-            state = dfa.start
-            for byte in json.dumps(text, ensure_ascii=ensure_ascii).encode():
-                state = int(dfa.transitions[state, byte])
-            assert bool(dfa.accepting[state]) is expected, text
+            assert _lexeme_accepts(dfa, json.dumps(text, ensure_ascii=ensure_ascii).encode()) is expected, text
 
 
 def test_pattern_intersections_and_complements():
@@ -413,12 +418,7 @@ def test_a_bounded_number_lexeme_is_built_from_its_dfa_as_its_pattern_defines(se
             value = rng.choice([rng.randint(-2000, 2000), round(rng.uniform(-500, 500), rng.randint(0, 4)),
                                 rng.choice([1e16, -3e17, 5e-07, -2.5e-06, 1e-05, 0.0, -0.0])])
             text = json.dumps(value).encode()
-            state = offered.start
-            for byte in text:
-                state = int(offered.transitions[state, byte])
-                if not state:
-                    break
-            accepted = bool(state and offered.accepting[state])
+            accepted = _lexeme_accepts(offered, text)
             assert accepted is defined.matches(text), (schema, text)
             if accepted and "multipleOf" not in schema:  # (jsonschema checks multipleOf in floats)
                 assert validator.is_valid(value), (schema, text)
