@@ -165,9 +165,11 @@ class NumTerm:
             return False
         if self.hi is not None and (v > self.hi or (self.hi_x and v == self.hi)):
             return False
-        if any((v / m).denominator != 1 for m in self.mult) or any((v / m).denominator == 1 for m in self.nonmult):
+        if (self.values is not None and v not in self.values) or v in self.excluded:
             return False
-        return (self.values is None or v in self.values) and v not in self.excluded
+        if self.mult and any((v / m).denominator != 1 for m in self.mult):
+            return False
+        return not (self.nonmult and any((v / m).denominator == 1 for m in self.nonmult))
 
 
 @_hash_once
@@ -189,6 +191,8 @@ class StrTerm:
             return False
         if (self.values is not None and s not in self.values) or s in self.excluded:
             return False
+        if not (self.patterns or self.neg_patterns or self.formats or self.neg_formats):
+            return True
         if not all(pattern_matches(p, s) for p, _ in self.patterns):
             return False
         if any(pattern_matches(p, s) for p, _ in self.neg_patterns):
@@ -319,10 +323,12 @@ class Shape:
         return term is default or term == default
 
     def only(self, kinds: Iterable[str]) -> Shape:
-        # As dataclasses.replace(self, types=...), without its per-call field walk.
-        return Shape(
-            self.types & frozenset(kinds), self.boolean, self.number, self.string, self.array, self.object, self.narrowed
-        )
+        # As dataclasses.replace(self, types=...), without its per-call field walk; itself (its hash
+        # remembered) when no type goes.
+        types = self.types & frozenset(kinds)
+        if types == self.types:
+            return self
+        return Shape(types, self.boolean, self.number, self.string, self.array, self.object, self.narrowed)
 
 
 ANY = Shape(ALL_TYPES)
@@ -532,10 +538,10 @@ def _union_disjoint(a: Shape, b: Shape) -> Shape:
     return Shape(
         a.types | b.types,
         pick["boolean"].boolean if "boolean" in pick else frozenset({True, False}),
-        pick["number"].number if "number" in pick else NumTerm(),
-        pick["string"].string if "string" in pick else StrTerm(),
-        pick["array"].array if "array" in pick else ArrTerm(),
-        pick["object"].object if "object" in pick else ObjTerm(),
+        pick["number"].number if "number" in pick else _DEFAULT_NUM,
+        pick["string"].string if "string" in pick else _DEFAULT_STR,
+        pick["array"].array if "array" in pick else _DEFAULT_ARR,
+        pick["object"].object if "object" in pick else _DEFAULT_OBJ,
         a.narrowed or b.narrowed,
     )
 
@@ -848,12 +854,14 @@ class Logic:
         number = NumTerm(integer=True, plain=plain) if integer else _DEFAULT_NUM
         if "enum" in s or "const" in s:
             shape = merge(Shape(kinds, number=number), self._enum_shape(loc))
-            return replace(
-                shape,
-                number=merge_num(shape.number, self._number_term(loc)),
-                string=merge_str(shape.string, self._string_term(loc)),
-                array=merge_arr(shape.array, self._array_term(loc)),
-                object=merge_obj(shape.object, self._object_term(loc)),
+            return Shape(  # as dataclasses.replace(shape, ...), without its per-call field walk
+                shape.types,
+                shape.boolean,
+                merge_num(shape.number, self._number_term(loc)),
+                merge_str(shape.string, self._string_term(loc)),
+                merge_arr(shape.array, self._array_term(loc)),
+                merge_obj(shape.object, self._object_term(loc)),
+                shape.narrowed,
             )
         # The terms start out fresh (no duplicates, defaults elsewhere): merging in a term with no
         # constraint (all fields, annotations too, equal to the default's) gives the start term back.
@@ -974,7 +982,9 @@ class Logic:
         s, p = loc.schema, loc.pointer
         if s.keys().isdisjoint(_ARRAY_KEYWORDS):
             return _DEFAULT_ARR  # what the code below gives: no bounds, items, contains; 0 items evaluated
-        term = ArrTerm(min_items=_count(s, "minItems", p), max_items=_count(s, "maxItems", p, None))
+        min_items, max_items = _count(s, "minItems", p), _count(s, "maxItems", p, None)
+        contains: tuple[Contains, ...] = ()
+        unique = None
         at: list[tuple[int, Node]] = []
         rest: list[tuple[int, Node]] = []
         prefix = 0
@@ -1007,9 +1017,9 @@ class Logic:
             self._check_schema(s["contains"], f"{p}/contains", "contains")
             low = _count(s, "minContains", p, 1)
             high = _count(s, "maxContains", p, None)
-            term = replace(term, contains=(Contains(loc_node(f"{p}/contains"), low, high, 0, f"{p}/contains"),))
+            contains = (Contains(loc_node(f"{p}/contains"), low, high, 0, f"{p}/contains"),)
         if s.get("uniqueItems") is True:
-            term = replace(term, unique=f"{p}/uniqueItems")
+            unique = f"{p}/uniqueItems"
         elif "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
             raise SchemaError("uniqueItems must be a boolean", p, "uniqueItems")
         evaluated: int | None = max(prefix, len(items) if isinstance(items, list) else 0)
@@ -1017,7 +1027,7 @@ class Logic:
             evaluated = None
         elif "unevaluatedItems" in s and not _has_applicators(s, "unevaluatedItems"):
             evaluated = None  # own unevaluatedItems: every item is evaluated here
-        return replace(term, at=tuple(at), rest=tuple(rest), evaluated=evaluated)
+        return ArrTerm(min_items, max_items, tuple(at), tuple(rest), contains, unique, evaluated=evaluated)
 
     def _object_term(self, loc: Location) -> ObjTerm:
         s, p = loc.schema, loc.pointer

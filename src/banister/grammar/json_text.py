@@ -226,19 +226,25 @@ ANY_CHAR: str = json_char(charset.ANY)
 def json_strings(values: Iterable[str]) -> str | None:
     """A regex for the JSON string literals (quotes included) of ``values``; None when there are none.
 
-    Shared prefixes are factored (a trie), so a large enum stays linear in its total length.
+    Shared prefixes are factored (a trie), so a large enum stays linear in its total length; a few
+    strings whose every character stands for itself are written side by side, which is as long.
     """
-    if isinstance(values, (list, tuple)) and len(values) == 1:
-        # One string (a property name, mostly): the trie is a chain, written character by character,
-        # or as it is when every character stands for itself.
-        text = values[0]
-        if _VERBATIM.fullmatch(text):
-            return '"' + text + '"'
-        return '"' + "".join([_char_text(ch) for ch in text]) + '"'
+    if isinstance(values, (list, tuple)) and len(values) <= _FLAT_VALUES:
+        if all(_VERBATIM.fullmatch(text) for text in values):
+            if len(values) == 1:
+                return '"' + values[0] + '"'
+            return '"(?:' + "|".join(sorted(set(values))) + ')"' if values else None
+        if len(values) == 1:
+            # One string (a property name, mostly): the trie is a chain, written character by character.
+            return '"' + "".join([_char_text(ch) for ch in values[0]]) + '"'
     root = _char_trie(values)
     if not root:
         return None
     return '"' + _trie_regex(root, 0) + '"'
+
+
+_FLAT_VALUES = 16
+"""Up to this many strings that need no escapes are written as a plain alternation, not a trie."""
 
 
 def _char_trie(strings: Iterable[str]) -> dict:
