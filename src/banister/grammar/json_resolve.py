@@ -84,6 +84,7 @@ class Document:
         self.root = root
         self._info: dict[str, tuple[Any, str, str]] = {}  # pointer -> (schema, base, draft), as indexed
         self._located: dict[str, Location] = {}  # what location() answered, by pointer (asked again and again)
+        self._resolved: dict[tuple[str, str], Location] = {}  # what resolve() answered, by reference and base
         self._resources: dict[str, str] = {}
         self._anchors: dict[str, str] = {}
         self._index(root, draft)
@@ -170,9 +171,21 @@ class Document:
         return Location(node, pointer, base, draft)
 
     def resolve(self, ref: str, at: Location) -> Location:
-        """The target of ``$ref`` (or ``$dynamicRef`` resolved statically) written at ``at``."""
-        url, fragment = urldefrag(join(at.base, ref))
-        fragment = unquote(fragment)
+        """The target of ``$ref`` (or ``$dynamicRef`` resolved statically) written at ``at`` (memoised by
+        reference and base: the expansion and the property order both follow each one)."""
+        key = (ref, at.base)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = self._resolve(ref, at)
+        return found
+
+    def _resolve(self, ref: str, at: Location) -> Location:
+        if ref.startswith("#"):  # within the base's resource, the commonest reference: no URL parsing
+            url, fragment = urldefrag(at.base).url if "#" in at.base else at.base, ref[1:]
+        else:
+            url, fragment = urldefrag(join(at.base, ref))
+        if "%" in fragment:
+            fragment = unquote(fragment)
         if fragment and not fragment.startswith("/"):
             target = self._anchors.get(f"{url}#{fragment}")
             if target is None:
