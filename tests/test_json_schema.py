@@ -302,6 +302,30 @@ def test_enums_and_consts():
     assert accepts({"const": 1e-07}, "1e-07") and accepts({"const": 1e-07}, "0.0000001")
 
 
+@pytest.mark.parametrize("value_schema", [
+    {"type": ["string", "null"]},
+    {"type": ["integer", "null"], "description": "an annotation"},
+    {"type": ["number", "integer"]},
+    {"type": ["boolean"]},
+    {"anyOf": [{"type": "integer"}, {"type": "null", "title": "none"}]},
+    {"anyOf": [{"type": "integer"}, {"type": "number"}], "description": "an annotation"},
+    {"anyOf": [{"type": "string"}, {"type": "boolean"}, {"type": "string"}]},
+])
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema"])
+def test_schemas_of_scalar_types_alone_match_a_validator(value_schema, draft):
+    # Such a schema's grammar is shared by every schema and grammar (``Logic.plain_scalar``); the same
+    # value schema twice in one schema shares its rule too.
+    schema = {"$schema": draft, "type": "object", "properties": {"a": value_schema, "b": value_schema},
+              "required": ["a"], "additionalProperties": False}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammar = json_schema_to_grammar(schema)
+    values = [None, True, False, 0, -3, 2.5, 1.0, 10**20, "", "x", [], {}]
+    for a, b in itertools.product(values, [*values, "absent"]):
+        instance = {"a": a} if b == "absent" else {"a": a, "b": b}
+        for text in {json.dumps(instance), json.dumps(instance).replace(".0", "")}:
+            assert matches(grammar, text) is validator.is_valid(json.loads(text)), (text, draft)
+
+
 def test_formats_against_examples():
     good = {
         "date": ["2024-02-29", "2023-12-31"],

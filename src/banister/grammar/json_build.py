@@ -14,7 +14,7 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -334,9 +334,9 @@ def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
     return LexemeDFA.from_table(table, accepting, 1)
 
 
-_PLAIN_SCALARS: dict[tuple[str, str], Symbol | None] = {}
-"""The symbol of a plain scalar schema, by ``(type, draft)`` (see :meth:`Logic.plain_scalar`): it depends
-on nothing else, so the lexeme the first grammar made is every grammar's."""
+_PLAIN_SCALARS: dict[tuple[str | frozenset[str], str], tuple[Symbol, ...]] = {}
+"""The alternatives of a plain scalar schema, by ``(types, draft)`` (see :meth:`Logic.plain_scalar`): they
+depend on nothing else, so the lexemes the first grammar made are every grammar's."""
 
 
 def _holds_no_node(shape: Shape) -> bool:
@@ -444,22 +444,27 @@ class JsonGrammarBuilder:
         if node in self._nodes:
             return self._nodes[node]
         scalar = self.logic.plain_scalar(node)
-        if scalar is not None and scalar in _PLAIN_SCALARS:
-            found = self._nodes[node] = _PLAIN_SCALARS[scalar]
-            return found
-        if all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
-            alternatives = self._alternatives(node)
-            found = alternatives[0] if len(alternatives) == 1 else (
-                self.r.add("node", [(s,) for s in alternatives]) if alternatives else None)
+        if scalar is not None:
+            plain = _PLAIN_SCALARS.get(scalar)
+            if plain is None:
+                plain = _PLAIN_SCALARS[scalar] = tuple(self._alternatives(node))
+            # One rule per grammar for the types of several such schemas.
+            found = self._cached(("plain", scalar), lambda: self._union(plain))
+        elif all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
+            found = self._union(self._alternatives(node))
         else:
             name = self.r.fresh("node")
             found = Ref(name)
             self.r.rules.setdefault(name, [])
             self._queue.append((node, name))
         self._nodes[node] = found
-        if scalar is not None:
-            _PLAIN_SCALARS[scalar] = found
         return found
+
+    def _union(self, alternatives: Sequence[Symbol]) -> Symbol | None:
+        """One symbol for ``alternatives``: the only one, a rule of them, or None when there are none."""
+        if len(alternatives) == 1:
+            return alternatives[0]
+        return self.r.add("node", [(s,) for s in alternatives]) if alternatives else None
 
     def _alternatives(self, node: Node) -> list[Symbol]:
         out: list[Symbol | None] = []

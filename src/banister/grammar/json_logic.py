@@ -1226,18 +1226,36 @@ class Logic:
             out.append(ObjTerm(values=t.excluded))
         return out
 
-    def plain_scalar(self, node: Node) -> tuple[str, str] | None:
-        """``(type, draft)`` when ``node`` is one schema that says only its type, a scalar one, besides
-        annotations and keywords no draft defines (``{"type": "string", "description": ...}``, the
-        commonest property schema): what it admits, and so its grammar, depends on nothing else."""
+    def plain_scalar(self, node: Node) -> tuple[str | frozenset[str], str] | None:
+        """``(types, draft)`` when ``node`` is one schema that says only which scalar types it admits,
+        besides annotations and keywords no draft defines: ``{"type": "string", "description": ...}``
+        (the commonest property schema; ``types`` is then the name), a list of such types, or an
+        ``anyOf`` of schemas that each say only one (an optional field). What it admits, and so its
+        grammar, depends on nothing else."""
         if len(node) != 1 or node[0][0] != "loc":
             return None
         loc = self.doc.location(node[0][1])
         schema = loc.schema
-        if type(schema) is not dict or not _NOT_TYPE_ALONE.isdisjoint(schema):
+        if type(schema) is not dict:
             return None
-        kind = schema.get("type")
-        return (kind, loc.draft) if type(kind) is str and kind in _SCALAR_TYPES else None
+        if _NOT_TYPE_ALONE.isdisjoint(schema):
+            kind = schema.get("type")
+            if type(kind) is str:
+                return (kind, loc.draft) if kind in _SCALAR_TYPES else None
+            names = kind if type(kind) is list else ()
+        elif "anyOf" in schema and "type" not in schema and len(_NOT_TYPE_ALONE.intersection(schema)) == 1:
+            branches = schema["anyOf"]
+            if type(branches) is not list or not all(
+                type(b) is dict and _NOT_TYPE_ALONE.isdisjoint(b) and type(b.get("type")) is str for b in branches
+            ):
+                return None
+            names = [b["type"] for b in branches]
+        else:
+            return None
+        if not names or not all(type(n) is str and n in _SCALAR_TYPES for n in names):
+            return None  # (an empty or a bad list: the full expansion says what is wrong)
+        kinds = frozenset(names)
+        return (next(iter(kinds)) if len(kinds) == 1 else kinds, loc.draft)
 
     # -- emptiness (sound: True only when provably empty)
 
