@@ -326,6 +326,23 @@ def test_schemas_of_scalar_types_alone_match_a_validator(value_schema, draft):
             assert matches(grammar, text) is validator.is_valid(json.loads(text)), (text, draft)
 
 
+@pytest.mark.parametrize("value_schema", [
+    {"enum": ["a", "é", "", 'a"b', "x/y", "a", "ab"], "description": "an annotation"},
+    {"type": "string", "enum": ["low", "high"]},
+    {"const": "fixed", "title": "a title"},
+    {"type": "string", "enum": []},
+])
+def test_schemas_of_strings_alone_match_a_validator(value_schema):
+    # Such a schema's grammar is its values' string term alone (``Logic.plain_strings``).
+    schema = {"type": "object", "properties": {"a": value_schema}, "required": ["a"], "additionalProperties": False}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammar = json_schema_to_grammar(schema)
+    values = ["a", "é", "", 'a"b', "x/y", "ab", "b", "low", "high", "fixed", "A", None, 1, ["a"]]
+    for value in values:
+        for text in {json.dumps({"a": value}), json.dumps({"a": value}, ensure_ascii=False)}:
+            assert matches(grammar, text) is validator.is_valid(json.loads(text)), text
+
+
 def test_formats_against_examples():
     good = {
         "date": ["2024-02-29", "2023-12-31"],

@@ -450,6 +450,9 @@ class JsonGrammarBuilder:
                 plain = _PLAIN_SCALARS[scalar] = tuple(self._alternatives(node))
             # One rule per grammar for the types of several such schemas.
             found = self._cached(("plain", scalar), lambda: self._union(plain))
+        elif (strings := self.logic.plain_strings(node)) is not None:
+            term = StrTerm(values=strings)
+            found = self._cached(("str", term), lambda: self.string_symbol(term))
         elif all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
             found = self._union(self._alternatives(node))
         else:

@@ -1257,6 +1257,27 @@ class Logic:
         kinds = frozenset(names)
         return (next(iter(kinds)) if len(kinds) == 1 else kinds, loc.draft)
 
+    def plain_strings(self, node: Node) -> frozenset[str] | None:
+        """The strings when ``node`` is one schema that says only that its value is one of them: an
+        ``enum`` of strings or a string ``const``, with ``"type": "string"`` or no type, besides
+        annotations (``{"enum": ["low", "high"], "description": ...}``). Its grammar is that of the
+        string term of those values alone, with no shape to work out."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        schema = self.doc.location(node[0][1]).schema
+        if type(schema) is not dict or schema.get("type", "string") != "string":
+            return None
+        keys = _NOT_TYPE_ALONE.intersection(schema)
+        if keys == {"enum"}:
+            values = schema["enum"]
+            if type(values) is not list:
+                return None  # (the full expansion says what is wrong)
+        elif keys == {"const"}:
+            values = [schema["const"]]
+        else:
+            return None
+        return frozenset(values) if all(type(v) is str for v in values) else None
+
     # -- emptiness (sound: True only when provably empty)
 
     def prune(self, shape: Shape) -> Shape:
