@@ -343,6 +343,30 @@ def test_schemas_of_strings_alone_match_a_validator(value_schema):
             assert matches(grammar, text) is validator.is_valid(json.loads(text)), text
 
 
+@pytest.mark.parametrize("value_schema", [
+    {"type": "array", "items": {"type": "integer"}, "description": "an annotation"},
+    {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+    {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}}},
+    {"type": "array"},
+    {"type": "array", "items": True},
+    {"type": "array", "items": False},
+    {"type": "array", "items": {"enum": ["x", "y"]}, "title": "a title"},
+])
+def test_schemas_of_arrays_alone_match_a_validator(value_schema):
+    # An array whose items all follow one schema is written without the member sequence's states
+    # (``Logic.plain_array``); the same items twice in one schema share the array's rules.
+    schema = {"type": "object", "properties": {"a": value_schema, "b": value_schema}, "required": ["a"],
+              "additionalProperties": False}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammar = json_schema_to_grammar(schema)
+    values = [[], [1], [1, 2, 3], [1.5], ["x"], ["x", "y", "z"], [{"k": "v"}], [{}], [[True], []], [[1]], [None],
+              1, "x", None]
+    for a, b in itertools.product(values, [[], [2, "x"], "absent"]):
+        instance = {"a": a} if b == "absent" else {"a": a, "b": b}
+        text = json.dumps(instance)
+        assert matches(grammar, text) is validator.is_valid(instance), text
+
+
 def test_formats_against_examples():
     good = {
         "date": ["2024-02-29", "2023-12-31"],

@@ -425,12 +425,13 @@ class JsonGrammarBuilder:
 
     def build(self, node: Node) -> Grammar:
         start = self.symbol(node)
-        while self._queue:
+        while True:  # the time is checked at least once: the start may have needed no expansion
             if time.monotonic() > self.o.deadline:
                 raise LimitError("compiling the schema took too long", setting="time_limit_s")
+            if not self._queue:
+                return self.r.finish(start)
             item, name = self._queue.popleft()
             self.r.define(name, ((s,) for s in self._alternatives(item)))
-        return self.r.finish(start)
 
     def symbol(self, node: Node) -> Symbol | None:
         """The symbol of a node; None when it admits nothing. A node whose shapes hold no further node
@@ -453,6 +454,8 @@ class JsonGrammarBuilder:
         elif (strings := self.logic.plain_strings(node)) is not None:
             term = StrTerm(values=strings)
             found = self._cached(("str", term), lambda: self.string_symbol(term))
+        elif (items := self.logic.plain_array(node)) is not None:
+            found = self._plain_array(items)
         elif all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
             found = self._union(self._alternatives(node))
         else:
@@ -462,6 +465,20 @@ class JsonGrammarBuilder:
             self._queue.append((node, name))
         self._nodes[node] = found
         return found
+
+    def _plain_array(self, items: Node) -> Symbol:
+        """An array of any number of items under ``items`` (see :meth:`Logic.plain_array`): the rules the
+        member sequence writes for it, without working out its states."""
+        item = self.symbol(items)
+        if item is None:
+            return self.empty_arr
+
+        def write() -> Symbol:
+            then = Ref(self.r.fresh("then"))
+            self.r.define(then.name, [(self.close_arr,), (self.comma, item, then)])
+            return self.r.add("seq", [(self.open_arr, item, then), (self.empty_arr,)])
+
+        return self._cached(("array of", item), write)
 
     def _union(self, alternatives: Sequence[Symbol]) -> Symbol | None:
         """One symbol for ``alternatives``: the only one, a rule of them, or None when there are none."""

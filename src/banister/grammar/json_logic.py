@@ -1278,6 +1278,27 @@ class Logic:
             return None
         return frozenset(values) if all(type(v) is str for v in values) else None
 
+    def plain_array(self, node: Node) -> Node | None:
+        """The items' node when ``node`` is one schema that says only that its value is an array whose
+        items are all valid under one schema, itself not an array (``{"type": "array", "items": {...}}``,
+        besides annotations; no ``items`` or ``true``: any items, ``false``: none). An array of
+        arrays, nested as deep as a schema likes, takes the general way, which needs no recursion."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        loc = self.doc.location(node[0][1])
+        schema = loc.schema
+        if type(schema) is not dict or schema.get("type") != "array":
+            return None
+        keys = _NOT_TYPE_ALONE.intersection(schema)
+        if not keys:
+            return TRUE
+        items = schema["items"] if keys == {"items"} else None
+        if items is True or items is False:
+            return TRUE if items else FALSE
+        if type(items) is not dict or items.get("type") == "array":
+            return None
+        return loc_node(f"{loc.pointer}/items")
+
     # -- emptiness (sound: True only when provably empty)
 
     def prune(self, shape: Shape) -> Shape:
