@@ -770,9 +770,18 @@ def test_unsatisfiable_schemas_give_empty_grammars():
         {"type": "string", "pattern": "[^\\s\\S]"},  # a pattern alone is found empty when its lexeme is made
         {"type": "string", "pattern": "^ab$", "maxLength": 1},
         {"type": "object", "properties": {"k": {"type": "string", "pattern": "^ab$", "maxLength": 1}}, "required": ["k"]},
+        # Objects that say only their properties are not pruned as shapes: trimming the grammar finds these.
+        {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": False}, "required": ["b"]}},
+         "required": ["a"]},
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"], "additionalProperties": False},
     ]:
         grammar = json_schema_to_grammar(schema)
         assert grammar.rules[grammar.start] == (), schema
+    # Left optional, such a property can only be left out.
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": False}, "required": ["b"]},
+                                               "c": {"type": "integer"}}}
+    for text in ['{}', '{"c": 1}', '{"a": {}}', '{"a": {"b": 1}, "c": 1}', '{"c": 1, "d": 2}']:
+        assert accepts(schema, text) is jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
 
 
 @pytest.mark.parametrize("combinator", ["anyOf", "oneOf"])

@@ -456,7 +456,7 @@ class JsonGrammarBuilder:
             found = self._cached(("str", term), lambda: self.string_symbol(term))
         elif (items := self.logic.plain_array(node)) is not None:
             found = self._plain_array(items)
-        elif all(_holds_no_node(shape) for shape in self.logic.dnf(node)):
+        elif self._holds_no_node(node):
             found = self._union(self._alternatives(node))
         else:
             name = self.r.fresh("node")
@@ -486,7 +486,18 @@ class JsonGrammarBuilder:
             return alternatives[0]
         return self.r.add("node", [(s,) for s in alternatives]) if alternatives else None
 
+    def _holds_no_node(self, node: Node) -> bool:
+        """Whether compiling ``node`` reaches no other node (then it is compiled at once)."""
+        term = self.logic.plain_object(node)
+        if term is not None:
+            return not (term.props or term.rules)
+        return all(_holds_no_node(shape) for shape in self.logic.dnf(node))
+
     def _alternatives(self, node: Node) -> list[Symbol]:
+        term = self.logic.plain_object(node)
+        if term is not None:  # one shape, the object term: no expansion, nothing to prune
+            found = self._cached(("obj", term, node), lambda: self.object(term, node))
+            return [] if found is None else [found]
         out: list[Symbol | None] = []
         for shape in self.logic.dnf(node):
             shape = self.logic.prune(shape)

@@ -565,6 +565,8 @@ _NOT_TYPE_ALONE = frozenset(k.name for k in KEYWORDS if k.status != "annotation"
 }
 """The keywords a schema that says only its type holds none of (see ``Logic.plain_scalar``): all that the
 compiler reads but ``type`` and annotations. Keywords no draft defines are ignored, as annotations are."""
+_PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties", "$schema", "$defs", "definitions"))
+"""Those of them a schema :meth:`Logic.plain_object` takes may hold."""
 
 
 class Logic:
@@ -582,6 +584,7 @@ class Logic:
         self._empty: dict[tuple[Node, int], bool] = {}
         self._ranks: dict[tuple[Node, bool], dict[str, int]] = {}
         self._ranks_differ: set[Node] = set()  # nodes whose two walk orders can differ (see rank)
+        self._plain_objects: dict[str, ObjTerm | None] = {}  # see plain_object
 
     # -- public entry points
 
@@ -1298,6 +1301,26 @@ class Logic:
         if type(items) is not dict or items.get("type") == "array":
             return None
         return loc_node(f"{loc.pointer}/items")
+
+    def plain_object(self, node: Node) -> ObjTerm | None:
+        """The object term when ``node`` is one schema that says only that its value is an object with
+        ``properties``, ``required`` and ``additionalProperties`` (and keywords of the document that
+        constrain nothing here, ``$schema`` and definitions): its one shape is that term, with nothing
+        to intersect or prune. (A required property that admits nothing leaves the object without
+        text; the grammar's trimming finds it.) Memoised by location."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        pointer = node[0][1]
+        if pointer in self._plain_objects:
+            return self._plain_objects[pointer]
+        loc = self.doc.location(pointer)
+        schema = loc.schema
+        term = None
+        if (type(schema) is dict and schema.get("type") == "object"
+                and _PLAIN_OBJECT_KEYS.issuperset(_NOT_TYPE_ALONE.intersection(schema))):
+            term = self._object_term(loc)
+        self._plain_objects[pointer] = term
+        return term
 
     # -- emptiness (sound: True only when provably empty)
 
