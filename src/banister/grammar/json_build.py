@@ -943,7 +943,8 @@ class JsonGrammarBuilder:
         # order is a copy of the member sequence; names no member can have take no place.
         live = [n for n in names if members[n]]
         orders = [live]
-        if len(live) <= self.s.max_reordered_names:
+        # (One schema of properties alone, ``Logic.plain_object``, has one order.)
+        if len(live) <= self.s.max_reordered_names and logic.plain_object(node) is None:
             declared_at: dict[str, int] = {}
             for k, _ in t.props:
                 declared_at.setdefault(k, len(declared_at))
