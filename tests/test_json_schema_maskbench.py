@@ -132,17 +132,26 @@ def test_plain_scalars_shared_across_grammars_are_what_each_would_build(options)
 
 def test_string_memos_shared_across_schemas_are_what_each_would_build():
     """String plans and DFAs are memoised process-wide by their constraints without the keywords'
-    pointers (``StrTerm.unplaced``): the same format or pattern at another pointer, in another schema
-    or the same one, is a hit, and every grammar is what it is when the memos are emptied before each
-    compile."""
-    from banister.grammar import json_logic, json_strings
+    pointers (``StrTerm.unplaced``), and the lexemes of leaf schemas by their keywords: the same format
+    or pattern at another pointer, in another schema or the same one, is a hit, and every grammar is
+    what it is when the memos are emptied before each compile."""
+    from banister.grammar import json_build, json_logic, json_strings
 
     memos = (json_strings.string_plan, json_logic.string_dfa, json_logic._string_term_empty)
+
+    def reset() -> None:
+        for memo in memos:
+            memo.cache_clear()
+        json_build._PLAIN_LEAVES.clear()
+
     formats = {"type": "object", "properties": {
         "start": {"type": "string", "format": "date-time"}, "end": {"type": "string", "format": "date-time"},
-        "code": {"type": "string", "pattern": "^[A-Z]{3}$"}, "other": {"allOf": [{"pattern": "^[A-Z]{3}$"}]}}}
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"}, "other": {"allOf": [{"pattern": "^[A-Z]{3}$"}]},
+        "again": {"type": "string", "pattern": "^[A-Z]{3}$"}}}
     schemas = [r["schema"] for r in _sample()[:60]] + [formats]
-    alone = _compile_each(schemas, lambda: [memo.cache_clear() for memo in memos])
+    alone = _compile_each(schemas, reset)
     plans = json_strings.string_plan.cache_info()
-    assert plans.hits >= 2 and plans.currsize == 2  # the last schema: one plan per distinct constraint
+    # The last schema: one plan per distinct constraint, asked again where no leaf lexeme answers
+    # ("other"); "end" and "again" are the leaf lexemes of "start" and "code".
+    assert plans.hits == 1 and plans.currsize == 2 and len(json_build._PLAIN_LEAVES) == 2
     assert _compile_each(schemas) == alone

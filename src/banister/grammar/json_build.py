@@ -334,6 +334,13 @@ def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
     return LexemeDFA.from_table(table, accepting, 1)
 
 
+_PLAIN_LEAVES: dict[tuple, Symbol | None] = {}
+"""The symbol of a constrained leaf schema, by :meth:`Logic.plain_leaf`'s key and the settings, when it is one
+lexeme (it then depends on nothing else; one of rules is the grammar's own): ``{"minimum": 0}``,
+``{"maxLength": 255}`` and formats recur across schemas. At most ``_MAX_PLAIN_LEAVES``, the oldest dropped."""
+_MAX_PLAIN_LEAVES = 4096
+_MISSING = object()
+
 _PLAIN_SCALARS: dict[tuple[str | frozenset[str], str], tuple[Symbol, ...]] = {}
 """The alternatives of a plain scalar schema, by ``(types, draft)`` (see :meth:`Logic.plain_scalar`): they
 depend on nothing else, so the lexemes the first grammar made are every grammar's."""
@@ -454,6 +461,15 @@ class JsonGrammarBuilder:
         elif (strings := self.logic.plain_strings(node)) is not None:
             term = StrTerm(values=strings)
             found = self._cached(("str", term), lambda: self.string_symbol(term))
+        elif (leaf := self.logic.plain_leaf(node)) is not None:
+            key = (leaf, self.s)
+            found = _PLAIN_LEAVES.get(key, _MISSING)
+            if found is _MISSING:
+                found = self._union(self._alternatives(node))
+                if found is None or type(found) is Lexeme:
+                    if len(_PLAIN_LEAVES) >= _MAX_PLAIN_LEAVES:
+                        _PLAIN_LEAVES.pop(next(iter(_PLAIN_LEAVES), None), None)
+                    _PLAIN_LEAVES[key] = found
         elif (items := self.logic.plain_array(node)) is not None:
             found = self._plain_array(items)
         elif self._holds_no_node(node):

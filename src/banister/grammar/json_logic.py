@@ -289,6 +289,8 @@ _OBJECT_KEYWORDS = frozenset((
 ))
 """The keywords :meth:`Logic._number_term`, ``_string_term`` and ``_object_term`` read: a schema with none
 of them gets the shared unconstrained term."""
+_LEAF_KEYWORDS = {"string": _STRING_KEYWORDS, "number": _NUMBER_KEYWORDS, "integer": _NUMBER_KEYWORDS}
+"""The keywords a schema of one of these types may hold for :meth:`Logic.plain_leaf` (besides annotations)."""
 _DEFAULT_NUM, _DEFAULT_STR, _DEFAULT_ARR, _DEFAULT_OBJ = (
     _DEFAULT_TERMS["number"],
     _DEFAULT_TERMS["string"],
@@ -1301,6 +1303,27 @@ class Logic:
         if type(items) is not dict or items.get("type") == "array":
             return None
         return loc_node(f"{loc.pointer}/items")
+
+    def plain_leaf(self, node: Node) -> tuple | None:
+        """A key naming what ``node`` admits when it is one schema of a string, number or integer type
+        that says only some of that type's own constraints (``{"type": "integer", "minimum": 0}``,
+        ``{"type": "string", "maxLength": 255}``): its type, those keywords with their values (and the
+        values' Python types, so ``1`` and ``true`` differ), the draft and the format options. Equal
+        keys admit the same strings or numbers in any document; None for any other node."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        loc = self.doc.location(node[0][1])
+        schema = loc.schema
+        if type(schema) is not dict or type(kind := schema.get("type")) is not str:
+            return None
+        own = _LEAF_KEYWORDS.get(kind)
+        keys = _NOT_TYPE_ALONE.intersection(schema)
+        if own is None or not keys or not own.issuperset(keys):
+            return None
+        values = tuple((k, type(schema[k]).__name__, schema[k]) for k in sorted(keys))
+        if not all(type(v) in (str, int, float, bool) for _, _, v in values):
+            return None  # (the full expansion says what is wrong)
+        return kind, values, loc.draft, self.opts.unsupported_formats, self.opts.unknown_formats
 
     def plain_object(self, node: Node) -> ObjTerm | None:
         """The object term when ``node`` is one schema that says only that its value is an object with

@@ -46,6 +46,9 @@ KeyOrder = Literal["schema", "any"]
 Whitespace = Literal["flexible", "compact", "pretty"]
 
 
+_DEFAULT_SETTINGS = SchemaSettings()  # (immutable; one object, so the process-wide caches keyed by settings match it at once)
+
+
 def json_schema_to_grammar(
     schema: Mapping[str, Any] | bool | str,
     *,
@@ -71,7 +74,7 @@ def json_schema_to_grammar(
     cannot enforce as annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
     names the specification does not define. Raises SchemaError or LimitError.
     """
-    settings = settings or SchemaSettings()
+    settings = settings or _DEFAULT_SETTINGS
     _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats, unknown_formats)
     root = _load(schema)
     deadline = time.monotonic() + settings.time_limit_s
