@@ -367,6 +367,28 @@ def test_schemas_of_arrays_alone_match_a_validator(value_schema):
         assert matches(grammar, text) is validator.is_valid(instance), text
 
 
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"])
+def test_references_alone_match_a_validator(draft):
+    # A schema of ``$ref`` alone compiles as its target, shared by every reference (``Logic.pure_ref``);
+    # before 2019-09 a reference's siblings are ignored, from it on they apply.
+    item = {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]}
+    schema = {"$schema": draft, "definitions": {"item": item, "alias": {"$ref": "#/definitions/item", "title": "t"},
+                                                "text": {"type": "string"}},
+              "type": "object", "additionalProperties": False,
+              "properties": {"a": {"$ref": "#/definitions/item"}, "b": {"$ref": "#/definitions/alias"},
+                             "c": {"$ref": "#/definitions/text", "type": "integer"}}}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammar = json_schema_to_grammar(schema)
+    values = [{"k": 1}, {"k": "x"}, {}, "s", 3]
+    for a, b, c in itertools.product(values, values, values):
+        text = json.dumps({"a": a, "b": b, "c": c})
+        assert matches(grammar, text) is validator.is_valid(json.loads(text)), (text, draft)
+    cycle = {"$schema": draft, "definitions": {"x": {"$ref": "#/definitions/y"}, "y": {"$ref": "#/definitions/x"}},
+             "properties": {"p": {"$ref": "#/definitions/x"}}}
+    with pytest.raises(SchemaError, match="cycle"):
+        json_schema_to_grammar(cycle)
+
+
 def test_formats_against_examples():
     good = {
         "date": ["2024-02-29", "2023-12-31"],

@@ -451,6 +451,10 @@ class JsonGrammarBuilder:
             return self.any_value(self.o.max_nesting)
         if node in self._nodes:
             return self._nodes[node]
+        target = self.logic.pure_ref(node)
+        if target is not None:  # the referenced schema's symbol, shared by every reference to it
+            found = self._nodes[node] = self.symbol(target)
+            return found
         scalar = self.logic.plain_scalar(node)
         if scalar is not None:
             plain = _PLAIN_SCALARS.get(scalar)

@@ -567,7 +567,9 @@ _NOT_TYPE_ALONE = frozenset(k.name for k in KEYWORDS if k.status != "annotation"
 }
 """The keywords a schema that says only its type holds none of (see ``Logic.plain_scalar``): all that the
 compiler reads but ``type`` and annotations. Keywords no draft defines are ignored, as annotations are."""
-_PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties", "$schema", "$defs", "definitions"))
+_DOCUMENT_KEYS = frozenset(("$schema", "$defs", "definitions"))
+"""Keywords of the document that constrain nothing where they stand."""
+_PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties")) | _DOCUMENT_KEYS
 """Those of them a schema :meth:`Logic.plain_object` takes may hold."""
 
 
@@ -1303,6 +1305,29 @@ class Logic:
         if type(items) is not dict or items.get("type") == "array":
             return None
         return loc_node(f"{loc.pointer}/items")
+
+    def pure_ref(self, node: Node) -> Node | None:
+        """The node a reference stands for when ``node`` is one schema that says only ``$ref`` (besides
+        annotations and definitions; before draft 2019-09, whatever it says beside it), following a
+        chain of such schemas to its end. None for any other node, and for a chain that comes back on
+        itself (the full expansion reports it)."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        pointer = node[0][1]
+        seen = set()
+        while True:
+            loc = self.doc.location(pointer)
+            s = loc.schema
+            if type(s) is not dict or type(s.get("$ref")) is not str:
+                break
+            if loc.draft not in ("4", "6", "7") and ("type" in s or _NOT_TYPE_ALONE.intersection(s) - _DOCUMENT_KEYS
+                                                     != {"$ref"}):
+                break
+            if pointer in seen:
+                return None
+            seen.add(pointer)
+            pointer = self._ref(loc, "$ref").pointer
+        return None if pointer == node[0][1] else loc_node(pointer)
 
     def plain_leaf(self, node: Node) -> tuple | None:
         """A key naming what ``node`` admits when it is one schema of a string, number or integer type
