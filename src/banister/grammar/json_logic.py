@@ -588,7 +588,7 @@ class Logic:
         self._empty: dict[tuple[Node, int], bool] = {}
         self._ranks: dict[tuple[Node, bool], dict[str, int]] = {}
         self._ranks_differ: set[Node] = set()  # nodes whose two walk orders can differ (see rank)
-        self._plain_objects: dict[str, ObjTerm | None] = {}  # see plain_object
+        self._plain_objects: dict[Node, ObjTerm | None] = {}  # see plain_object
 
     # -- public entry points
 
@@ -1233,18 +1233,24 @@ class Logic:
             out.append(ObjTerm(values=t.excluded))
         return out
 
+    def _one_schema(self, node: Node) -> Location | None:
+        """The location of ``node`` when it is one schema object (no conjunction, negation or boolean
+        schema): what the shortcuts below (``plain_*``) look at."""
+        if len(node) != 1 or node[0][0] != "loc":
+            return None
+        loc = self.doc.location(node[0][1])
+        return loc if type(loc.schema) is dict else None
+
     def plain_scalar(self, node: Node) -> tuple[str | frozenset[str], str] | None:
         """``(types, draft)`` when ``node`` is one schema that says only which scalar types it admits,
         besides annotations and keywords no draft defines: ``{"type": "string", "description": ...}``
         (the commonest property schema; ``types`` is then the name), a list of such types, or an
         ``anyOf`` of schemas that each say only one (an optional field). What it admits, and so its
         grammar, depends on nothing else."""
-        if len(node) != 1 or node[0][0] != "loc":
+        loc = self._one_schema(node)
+        if loc is None:
             return None
-        loc = self.doc.location(node[0][1])
         schema = loc.schema
-        if type(schema) is not dict:
-            return None
         if _NOT_TYPE_ALONE.isdisjoint(schema):
             kind = schema.get("type")
             if type(kind) is str:
@@ -1269,11 +1275,10 @@ class Logic:
         ``enum`` of strings or a string ``const``, with ``"type": "string"`` or no type, besides
         annotations (``{"enum": ["low", "high"], "description": ...}``). Its grammar is that of the
         string term of those values alone, with no shape to work out."""
-        if len(node) != 1 or node[0][0] != "loc":
+        loc = self._one_schema(node)
+        if loc is None or loc.schema.get("type", "string") != "string":
             return None
-        schema = self.doc.location(node[0][1]).schema
-        if type(schema) is not dict or schema.get("type", "string") != "string":
-            return None
+        schema = loc.schema
         keys = _NOT_TYPE_ALONE.intersection(schema)
         if keys == {"enum"}:
             values = schema["enum"]
@@ -1290,12 +1295,10 @@ class Logic:
         items are all valid under one schema, itself not an array (``{"type": "array", "items": {...}}``,
         besides annotations; no ``items`` or ``true``: any items, ``false``: none). An array of
         arrays, nested as deep as a schema likes, takes the general way, which needs no recursion."""
-        if len(node) != 1 or node[0][0] != "loc":
+        loc = self._one_schema(node)
+        if loc is None or loc.schema.get("type") != "array":
             return None
-        loc = self.doc.location(node[0][1])
         schema = loc.schema
-        if type(schema) is not dict or schema.get("type") != "array":
-            return None
         keys = _NOT_TYPE_ALONE.intersection(schema)
         if not keys:
             return TRUE
@@ -1335,12 +1338,10 @@ class Logic:
         ``{"type": "string", "maxLength": 255}``): its type, those keywords with their values (and the
         values' Python types, so ``1`` and ``true`` differ), the draft and the format options. Equal
         keys admit the same strings or numbers in any document; None for any other node."""
-        if len(node) != 1 or node[0][0] != "loc":
+        loc = self._one_schema(node)
+        if loc is None or type(kind := loc.schema.get("type")) is not str:
             return None
-        loc = self.doc.location(node[0][1])
         schema = loc.schema
-        if type(schema) is not dict or type(kind := schema.get("type")) is not str:
-            return None
         own = _LEAF_KEYWORDS.get(kind)
         keys = _NOT_TYPE_ALONE.intersection(schema)
         if own is None or not keys or not own.issuperset(keys):
@@ -1356,18 +1357,14 @@ class Logic:
         constrain nothing here, ``$schema`` and definitions): its one shape is that term, with nothing
         to intersect or prune. (A required property that admits nothing leaves the object without
         text; the grammar's trimming finds it.) Memoised by location."""
-        if len(node) != 1 or node[0][0] != "loc":
-            return None
-        pointer = node[0][1]
-        if pointer in self._plain_objects:
-            return self._plain_objects[pointer]
-        loc = self.doc.location(pointer)
-        schema = loc.schema
+        if node in self._plain_objects:
+            return self._plain_objects[node]
+        loc = self._one_schema(node)
         term = None
-        if (type(schema) is dict and schema.get("type") == "object"
-                and _PLAIN_OBJECT_KEYS.issuperset(_NOT_TYPE_ALONE.intersection(schema))):
+        if (loc is not None and loc.schema.get("type") == "object"
+                and _PLAIN_OBJECT_KEYS.issuperset(_NOT_TYPE_ALONE.intersection(loc.schema))):
             term = self._object_term(loc)
-        self._plain_objects[pointer] = term
+        self._plain_objects[node] = term
         return term
 
     # -- emptiness (sound: True only when provably empty)
