@@ -337,7 +337,7 @@ def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
 _PLAIN_LEAVES: dict[tuple, Symbol | None] = {}
 """The symbol of a constrained leaf schema, by :meth:`Logic.plain_leaf`'s key and the settings, when it is one
 lexeme (it then depends on nothing else; one of rules is the grammar's own): ``{"minimum": 0}``,
-``{"maxLength": 255}`` and formats recur across schemas. At most ``_MAX_PLAIN_LEAVES``, the oldest dropped."""
+``{"maxLength": 255}`` and formats recur across schemas. Emptied when it holds ``_MAX_PLAIN_LEAVES``."""
 _MAX_PLAIN_LEAVES = 4096
 _MISSING = object()
 
@@ -472,7 +472,7 @@ class JsonGrammarBuilder:
                 found = self._union(self._alternatives(node))
                 if found is None or type(found) is Lexeme:
                     if len(_PLAIN_LEAVES) >= _MAX_PLAIN_LEAVES:
-                        _PLAIN_LEAVES.pop(next(iter(_PLAIN_LEAVES), None), None)
+                        _PLAIN_LEAVES.clear()  # (lexemes, quick to make again; one call, safe across threads)
                     _PLAIN_LEAVES[key] = found
         elif (items := self.logic.plain_array(node)) is not None:
             found = self._plain_array(items)
