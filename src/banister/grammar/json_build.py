@@ -336,7 +336,7 @@ def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
 
 _PLAIN_LEAVES: dict[tuple, Symbol | None] = {}
 """The symbol of a constrained leaf schema, by :meth:`Logic.plain_leaf`'s key and the settings, when it is one
-lexeme (it then depends on nothing else; one of rules is the grammar's own): ``{"minimum": 0}``,
+lexeme (it then depends on nothing else; rules would be the grammar's own): ``{"minimum": 0}``,
 ``{"maxLength": 255}`` and formats recur across schemas. Emptied when it holds ``_MAX_PLAIN_LEAVES``."""
 _MAX_PLAIN_LEAVES = 4096
 _MISSING = object()
@@ -444,7 +444,9 @@ class JsonGrammarBuilder:
         """The symbol of a node; None when it admits nothing. A node whose shapes hold no further node
         (a string, a number, an enum...) is compiled now, its one symbol used as it is; any other gets
         a nonterminal, compiled later from the work list (the way a recursive schema's nodes refer to
-        themselves)."""
+        themselves). The commonest forms of schema (a reference alone, scalar types alone, an enum of
+        strings, a leaf's own constraints, an array of one item schema, an object of properties) take
+        shortcuts past the logic's shapes: see ``Logic.pure_ref`` and ``Logic.plain_*``."""
         if node == FALSE:
             return None
         if node == TRUE:

@@ -46,7 +46,8 @@ KeyOrder = Literal["schema", "any"]
 Whitespace = Literal["flexible", "compact", "pretty"]
 
 
-_DEFAULT_SETTINGS = SchemaSettings()  # (immutable; one object, so the process-wide caches keyed by settings match it at once)
+_DEFAULT_SETTINGS = SchemaSettings()
+"""The settings when none are given: one object, which the memos keyed by settings match at once."""
 
 
 def json_schema_to_grammar(
@@ -133,7 +134,7 @@ def json_schema_to_regex(schema: Mapping[str, Any] | bool | str, **options: Any)
     given, so keep it small)."""
     options.setdefault("max_nesting", 32)
     grammar = json_schema_to_grammar(schema, **options)
-    settings = options.get("settings") or SchemaSettings()
+    settings = options.get("settings") or _DEFAULT_SETTINGS
     return grammar_to_regex(grammar, max_length=settings.max_inline_regex_length)
 
 
