@@ -301,20 +301,56 @@ def test_a_key_exclusion_walks_its_string_states_as_the_string_lexeme(gpt2):
 
     string = '"' + ANY_CHAR + '*"'
     keys = _keys_except_dfa(("alpha", "beta"), string, 10_000)
-    shared, count = keys.shares
-    plain = lexeme_dfa(shared, 10_000)
-    assert shared == string and count == plain.n_states
+    plain, count = keys.shares
+    assert plain is lexeme_dfa(string, 10_000) and count == plain.n_states
     assert np.array_equal(keys.transitions[:count], plain.transitions)
     assert np.array_equal(keys.accepting[:count], plain.accepting)
     from banister.grammar.json_schema import json_schema_to_grammar
 
     grammar = json_schema_to_grammar({"type": "object", "properties": {"alpha": {}, "beta": {}}})
     pattern = json_keys_except(["alpha", "beta"])  # the front end offered its builder
-    assert Lexeme(pattern) in grammar.lexemes and lexeme_dfa(pattern, 10_000).shares == (string, count)
+    assert Lexeme(pattern) in grammar.lexemes and lexeme_dfa(pattern, 10_000).shares == (plain, count)
     automaton = GrammarAutomaton(grammar, gpt2.vocab)
     inside = int(plain.transitions[plain.start, ord('"')])
-    assert automaton._lexeme_walk(pattern, inside, _WHOLE_TRIE, b"") is automaton._lexeme_walk(
-        string, inside, _WHOLE_TRIE, b"")
+    assert automaton._lexeme_walk(lexeme_dfa(pattern, 10_000), inside, _WHOLE_TRIE, b"") is automaton._lexeme_walk(
+        plain, inside, _WHOLE_TRIE, b"")
+
+
+def test_walks_are_kept_by_the_dfa_walked_not_its_pattern(gpt2):
+    """A lexeme whose DFA leaves the bounded caches may be built again another way (its offered builder
+    gone, the regex compiler instead): the same language with its states numbered otherwise, while
+    contexts built with the first DFA live on. Walks are cached by the DFA walked (``serial``), so each
+    numbering gets its own: a maxLength-25 string's counted DFA and its compiled regex both have 804
+    states, numbered differently (a walk cached by pattern and state rejected "123 Main St" on
+    MaskBench's dev split once such a lexeme's offer was gone)."""
+    from banister.automaton import _WHOLE_TRIE, walk_tokens
+    from banister.grammar.json_build import _repeat, _run_dfa
+    from banister.grammar.json_text import ANY_CHAR
+    from banister.parser.recognizer import GrammarAutomaton
+
+    vocab = gpt2.vocab
+    pattern = '"' + _repeat(ANY_CHAR, 0, 25) + '"'
+    counted = _run_dfa(0, 25, b'"', b'"', 10_000)
+    regex = compile_regex(pattern, max_states=10_000)
+    state = 1
+    while state < regex.n_states:  # every row, as lexeme_dfa completes a compiled regex
+        regex.step(state, 0)
+        state += 1
+    compiled = LexemeDFA(regex)
+    assert counted.n_states == compiled.n_states and not np.array_equal(counted.transitions, compiled.transitions)
+    automaton = GrammarAutomaton(Grammar({"s": ((Lexeme(pattern),),)}, "s"), vocab)
+    differing = [q for q in range(1, compiled.n_states)
+                 if not np.array_equal(counted.transitions[q], compiled.transitions[q])]
+    for dfa in (counted, compiled):  # both numberings walked, the counted one first, through one cache
+        for state in differing[:40]:
+            tokens, nodes = automaton._lexeme_walk(dfa, state, _WHOLE_TRIE, b"")
+            words = np.zeros_like(automaton.token_mask(automaton.initial))
+            want_nodes, _ = walk_tokens(vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
+            got_words = np.zeros_like(words)
+            if tokens is not None:
+                index, values = tokens
+                got_words[slice(None) if index is None else index] |= values
+            assert np.array_equal(got_words, words) and np.array_equal(nodes, want_nodes), state
 
 
 def test_a_grammar_builds_offered_and_finite_lexemes_only_when_a_mask_needs_them(gpt2):
@@ -373,7 +409,7 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
     dfa = lexeme_dfa(pattern, 10_000)
     derived = 0
     for state in range(1, dfa.n_states):
-        got = automaton._walk_from_loop(pattern, dfa, state)
+        got = automaton._walk_from_loop(dfa, state)
         if got is None:
             continue
         derived += 1

@@ -258,7 +258,7 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     table[-1, quote] = base  # the start: the opening quote leads to the root
     accepting = np.zeros(table.shape[0], dtype=np.bool_)
     accepting[:base] = string.accepting
-    return LexemeDFA.from_table(table, accepting, table.shape[0] - 1, shares=(any_string, base))
+    return LexemeDFA.from_table(table, accepting, table.shape[0] - 1, shares=(string, base))
 
 
 def _machine_edges(rows: list, parts: Any) -> list[list]:

@@ -31,6 +31,9 @@ def table_dtype(n_states: int) -> type[np.integer]:
     return np.uint8 if n_states <= 256 else np.int32
 
 
+_dfa_serials = itertools.count()
+
+
 class LexemeDFA:
     """The complete DFA of one lexeme, as plain arrays (what lexer contexts and trie walks read).
 
@@ -39,12 +42,17 @@ class LexemeDFA:
     bookkeeping would be millions of small objects for the garbage collector to scan once thousands of
     lexemes are cached.
 
-    ``shares`` is ``(pattern, n)`` when states ``1..n-1`` are, row for row, those of lexeme
-    ``pattern``'s DFA (a builder grafted this DFA onto that one), else None: the trie walks of those
-    states are that lexeme's, walked once for every lexeme grafted onto it.
+    ``shares`` is ``(dfa, n)`` when states ``1..n-1`` are, row for row, those of that other lexeme DFA
+    (a builder grafted this DFA onto it), else None: the trie walks of those states are that DFA's,
+    walked once for every lexeme grafted onto it.
+
+    ``serial`` is unique in the process: what caches of walks key a DFA by. Not its pattern: a pattern
+    whose DFA was dropped from the bounded cache (:func:`lexeme_dfa`) may be built again another way
+    (an offered builder gone, the regex compiler instead), the same language with its states numbered
+    otherwise, while contexts built with the first DFA live on.
     """
 
-    __slots__ = ("accepting", "n_states", "shares", "start", "transitions")
+    __slots__ = ("accepting", "n_states", "serial", "shares", "start", "transitions")
 
     def __init__(self, dfa: RegexDFA) -> None:
         table = dfa.transitions
@@ -55,11 +63,12 @@ class LexemeDFA:
         self.accepting = accepting
         self.start = int(dfa.start)
         self.n_states = int(dfa.n_states)
-        self.shares: tuple[str, int] | None = None
+        self.shares: tuple[LexemeDFA, int] | None = None
+        self.serial = next(_dfa_serials)
 
     @classmethod
     def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int, *,
-                   shares: tuple[str, int] | None = None) -> LexemeDFA:
+                   shares: tuple[LexemeDFA, int] | None = None) -> LexemeDFA:
         """A DFA given as its arrays (complete rows, dead state 0)."""
         self = cls.__new__(cls)
         self.transitions = np.ascontiguousarray(transitions, dtype=table_dtype(transitions.shape[0]))
@@ -67,6 +76,7 @@ class LexemeDFA:
         self.start = int(start)
         self.n_states = int(self.transitions.shape[0])
         self.shares = shares
+        self.serial = next(_dfa_serials)
         return self
 
     @classmethod
@@ -87,6 +97,7 @@ class LexemeDFA:
         self.start = 1
         self.n_states = n + 2
         self.shares = None
+        self.serial = next(_dfa_serials)
         return self
 
     @classmethod
@@ -470,7 +481,8 @@ Live = tuple[tuple[int, int], ...]
 class LexerContext:
     """The product automaton of a set of lexemes, explored only as far as it is used.
 
-    ``patterns[i]`` is lexeme ``i``; a state is the set of lexemes still alive with their DFA states
+    ``patterns[i]`` is lexeme ``i`` and ``dfas[i]`` its DFA as this context was built with it (read
+    its states with that one, see ``LexemeDFA.serial``); a state is the set of lexemes still alive with their DFA states
     (:meth:`live`), numbered from 1 (0 is dead). ``accept_id[s]`` names the set of lexemes that have
     matched in full at ``s`` (-1 when none; ``accept_sets``/``accept_patterns`` by id). ``ident`` is
     unique in the process, so caches keyed by it can be shared across grammars.
@@ -489,7 +501,7 @@ class LexerContext:
 
     # Slots, and tuples where nothing is added: the process-wide cache holds tens of thousands of
     # contexts, and every object of theirs that the collector tracks is scanned by each full collection.
-    __slots__ = ("_block_base", "_blocks", "_cells", "_cells_made", "_comps", "_counted",
+    __slots__ = ("_block_base", "_blocks", "_cells", "_cells_made", "_counted", "dfas",
                  "_expanded", "_index", "_live", "_live_bytes", "_max_states", "_n", "_small",
                  "_table", "accept_id", "accept_index", "accept_patterns", "accept_sets", "ident",
                  "patterns", "start")
@@ -497,8 +509,8 @@ class LexerContext:
     def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
         self.ident = next(_context_ids)
         self.patterns: tuple[str, ...] = tuple(sorted(patterns))
-        self._comps = tuple(lexeme_dfa(p, max_states) for p in self.patterns)
-        self._small = tuple(d.n_states <= _BLOCK_STATES for d in self._comps)
+        self.dfas = tuple(lexeme_dfa(p, max_states) for p in self.patterns)
+        self._small = tuple(d.n_states <= _BLOCK_STATES for d in self.dfas)
         self._max_states = max_states
         self._counted: int | None = None  # bytes the process-wide cache counts for it (None: not cached)
         self.accept_index: dict[frozenset[int], int] = {}
@@ -511,8 +523,8 @@ class LexerContext:
         self._live_bytes: dict[int, bytes] = {}
         self._cells: dict[int, int] = {}  # successors made one byte at a time, by state << 8 | byte (see step)
         self._cells_made: dict[int, int] = {}  # how many, by state
-        if len(self._comps) == 1 and self._small[0]:  # one lexeme: its DFA is the context, no copy
-            d = self._comps[0]
+        if len(self.dfas) == 1 and self._small[0]:  # one lexeme: its DFA is the context, no copy
+            d = self.dfas[0]
             self._table = d.transitions
             self._expanded = bytearray(b"\x01") * d.n_states
             aid = self.accept_set_id(frozenset((0,))) if bool(d.accepting.any()) else -1
@@ -528,7 +540,7 @@ class LexerContext:
         self._expanded[DEAD] = 1  # the dead state's row is all dead
         self._n = 1
         with _exploring:
-            self.start = self._intern(tuple((j, d.start) for j, d in enumerate(self._comps) if d.start != DEAD))
+            self.start = self._intern(tuple((j, d.start) for j, d in enumerate(self.dfas) if d.start != DEAD))
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -552,7 +564,7 @@ class LexerContext:
                 if made <= LAZY_BYTES:
                     live = self._live[state]
                     found = self._cells[state << 8 | byte] = self._intern(
-                        tuple((j, t) for j, s in live if (t := int(self._comps[j].transitions[s, byte])))
+                        tuple((j, t) for j, s in live if (t := int(self.dfas[j].transitions[s, byte])))
                     )
                     return found
                 self._expand(state)
@@ -614,7 +626,7 @@ class LexerContext:
                 raise LimitError(f"a lexer context of {len(self.patterns)} lexemes needs more than "
                                  f"{self._max_states} states", "max_lexer_states")
             n = self._allocate(1)
-            accepted = frozenset(j for j, s in live if self._comps[j].accepting[s])
+            accepted = frozenset(j for j, s in live if self.dfas[j].accepting[s])
             if accepted:
                 self.accept_id[n] = self.accept_set_id(accepted)
             self._live[n] = live
@@ -626,7 +638,7 @@ class LexerContext:
         if this is the first time (caller holds the lock)."""
         base = self._block_base.get(j)
         if base is None:
-            d = self._comps[j]
+            d = self.dfas[j]
             first = self._allocate(d.n_states - 1)
             base = first - 1
             end = first + d.n_states - 1
@@ -670,7 +682,7 @@ class LexerContext:
             live = self._live[state]
             lexemes = [j for j, _ in live]
             combos: dict[tuple[int, ...], int] = {}
-            columns = zip(*[self._comps[j].transitions[s].tolist() for j, s in live])
+            columns = zip(*[self.dfas[j].transitions[s].tolist() for j, s in live])
             inverse = [combos.setdefault(column, len(combos)) for column in columns]
             ids = [self._intern(tuple((j, t) for j, t in zip(lexemes, combo) if t)) for combo in combos]
             self._table[state] = np.asarray(ids, dtype=np.int32)[inverse]

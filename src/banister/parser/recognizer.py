@@ -29,7 +29,7 @@ from banister.automaton import _WHOLE_TRIE, walk_tokens
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
 from banister.parser.earley import _MISSING, EarleyParser, EarleyTables, ParseState
-from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_dfa, lexeme_is_empty, lexer_context
+from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_is_empty, lexer_context
 from banister.regex import DEAD
 from banister.vocab import Vocabulary
 
@@ -318,12 +318,12 @@ class GrammarAutomaton:
             # One live lexeme (the common case): its walk is the context's, and every crossing ends
             # exactly that lexeme.
             i, component = alive[0]
-            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component, roots, roots_key)
+            lexeme_tokens, crossings = self._lexeme_walk(ctx.dfas[i], component, roots, roots_key)
             groups = (_group(ctx.accept_set_id(frozenset((i,))), crossings),) if crossings.size else ()
             return (lexeme_tokens, groups)
         merged, nodes, crossing_lexemes = [], [], []
         for i, component in alive:
-            lexeme_tokens, crossings = self._lexeme_walk(ctx.patterns[i], component, roots, roots_key)
+            lexeme_tokens, crossings = self._lexeme_walk(ctx.dfas[i], component, roots, roots_key)
             if lexeme_tokens is not None:
                 merged.append(lexeme_tokens)
             if crossings.size:
@@ -337,18 +337,18 @@ class GrammarAutomaton:
         small = sum(found.size for found in nodes) <= _SMALL_CROSSINGS
         return (tokens, (_few_crossing_groups if small else _crossing_groups)(ctx, nodes, crossing_lexemes))
 
-    def _lexeme_walk(self, pattern: str, state: int, roots: np.ndarray, roots_key: bytes
+    def _lexeme_walk(self, dfa: LexemeDFA, state: int, roots: np.ndarray, roots_key: bytes
                      ) -> tuple[Tokens, np.ndarray]:
-        """(allowed tokens, crossing nodes) of one lexeme's DFA state below ``roots`` (cached)."""
-        key = (pattern, state, roots_key)
+        """(allowed tokens, crossing nodes) of one lexeme DFA's state below ``roots`` (cached, by the
+        DFA's ``serial``)."""
+        key = (dfa.serial, state, roots_key)
         hit = self._lexeme_walks.get(key)
         if hit is None:
-            dfa = lexeme_dfa(pattern, self._max_states)
             if dfa.shares is not None and state < dfa.shares[1]:  # another lexeme's state: its walk
                 hit = self._lexeme_walk(dfa.shares[0], state, roots, roots_key)
             else:
                 derive = roots is _WHOLE_TRIE and dfa.n_states > _LOOP_MIN_STATES
-                hit = self._walk_from_loop(pattern, dfa, state) if derive else None
+                hit = self._walk_from_loop(dfa, state) if derive else None
             if hit is None:
                 scratch = _scratch(self._words)
                 try:
@@ -362,7 +362,7 @@ class GrammarAutomaton:
             self._lexeme_walks[key] = hit
         return hit
 
-    def _walk_from_loop(self, pattern: str, dfa: LexemeDFA, state: int) -> tuple[Tokens, np.ndarray] | None:
+    def _walk_from_loop(self, dfa: LexemeDFA, state: int) -> tuple[Tokens, np.ndarray] | None:
         """The whole-trie walk of ``state`` derived from that of a looping state that reads most bytes
         alike, or None when ``state`` has no such state.
 
@@ -379,7 +379,7 @@ class GrammarAutomaton:
         differing = np.flatnonzero(row != dfa.transitions[loop])
         if differing.size > _MAX_DIFFERING:
             return None
-        tokens, crossings = self._lexeme_walk(pattern, loop, _WHOLE_TRIE, b"")
+        tokens, crossings = self._lexeme_walk(dfa, loop, _WHOLE_TRIE, b"")
         by_first = self._first_bytes
         # The tokens starting with each differing byte, found before the scratch is taken (finding them
         # walks in it too).
