@@ -323,7 +323,7 @@ def test_walks_are_kept_by_the_dfa_walked_not_its_pattern(gpt2):
     numbering gets its own: a maxLength-25 string's counted DFA and its compiled regex both have 804
     states, numbered differently (a walk cached by pattern and state rejected "123 Main St" on
     MaskBench's dev split once such a lexeme's offer was gone)."""
-    from banister.automaton import _WHOLE_TRIE, walk_tokens
+    from banister.automaton import _WHOLE_TRIE
     from banister.grammar.json_build import _repeat, _run_dfa
     from banister.grammar.json_text import ANY_CHAR
     from banister.parser.recognizer import GrammarAutomaton
@@ -343,14 +343,7 @@ def test_walks_are_kept_by_the_dfa_walked_not_its_pattern(gpt2):
                  if not np.array_equal(counted.transitions[q], compiled.transitions[q])]
     for dfa in (counted, compiled):  # both numberings walked, the counted one first, through one cache
         for state in differing[:40]:
-            tokens, nodes = automaton._lexeme_walk(dfa, state, _WHOLE_TRIE, b"")
-            words = np.zeros_like(automaton.token_mask(automaton.initial))
-            want_nodes, _ = walk_tokens(vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
-            got_words = np.zeros_like(words)
-            if tokens is not None:
-                index, values = tokens
-                got_words[slice(None) if index is None else index] |= values
-            assert np.array_equal(got_words, words) and np.array_equal(nodes, want_nodes), state
+            _assert_whole_walk(automaton, dfa, state, automaton._lexeme_walk(dfa, state, _WHOLE_TRIE, b""))
 
 
 def test_a_grammar_builds_offered_and_finite_lexemes_only_when_a_mask_needs_them(gpt2):
@@ -400,7 +393,6 @@ LOOP_PATTERNS = [
 def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None:
     """Every lexeme state whose walk is derived from a loop's (first-byte subtrees swapped) gets the
     same tokens and crossings as a plain walk of the whole trie."""
-    from banister.automaton import _WHOLE_TRIE, walk_tokens
     from banister.parser.lexer import lexeme_dfa
     from banister.parser.recognizer import GrammarAutomaton
 
@@ -413,16 +405,23 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
         if got is None:
             continue
         derived += 1
-        tokens, nodes = got
-        words = np.zeros_like(automaton.token_mask(automaton.initial))
-        want_nodes, _ = walk_tokens(vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
-        got_words = np.zeros_like(words)
-        if tokens is not None:
-            index, values = tokens
-            got_words[slice(None) if index is None else index] |= values
-        assert np.array_equal(got_words, words), state
-        assert np.array_equal(nodes, want_nodes), state
+        _assert_whole_walk(automaton, dfa, state, got)
     assert derived >= 5
+
+
+def _assert_whole_walk(automaton, dfa, state: int, got) -> None:
+    """``got`` (tokens, crossing nodes) is what a plain walk of the whole trie from ``state`` finds."""
+    from banister.automaton import _WHOLE_TRIE, walk_tokens
+
+    tokens, nodes = got
+    words = np.zeros_like(automaton.token_mask(automaton.initial))
+    want_nodes, _ = walk_tokens(automaton.vocab, dfa.transitions, dfa.accepting, state, _WHOLE_TRIE, words)
+    got_words = np.zeros_like(words)
+    if tokens is not None:
+        index, values = tokens
+        got_words[slice(None) if index is None else index] |= values
+    assert np.array_equal(got_words, words), state
+    assert np.array_equal(nodes, want_nodes), state
 
 
 def test_nodes_are_told_apart_by_first_byte(gpt2) -> None:

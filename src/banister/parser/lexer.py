@@ -501,9 +501,9 @@ class LexerContext:
 
     # Slots, and tuples where nothing is added: the process-wide cache holds tens of thousands of
     # contexts, and every object of theirs that the collector tracks is scanned by each full collection.
-    __slots__ = ("_block_base", "_blocks", "_cells", "_cells_made", "_counted", "dfas",
+    __slots__ = ("_block_base", "_blocks", "_cells", "_cells_made", "_counted",
                  "_expanded", "_index", "_live", "_live_bytes", "_max_states", "_n", "_small",
-                 "_table", "accept_id", "accept_index", "accept_patterns", "accept_sets", "ident",
+                 "_table", "accept_id", "accept_index", "accept_patterns", "accept_sets", "dfas", "ident",
                  "patterns", "start")
 
     def __init__(self, patterns: frozenset[str], *, max_states: int) -> None:
