@@ -589,6 +589,7 @@ class Logic:
         self._ranks: dict[tuple[Node, bool], dict[str, int]] = {}
         self._ranks_differ: set[Node] = set()  # nodes whose two walk orders can differ (see rank)
         self._plain_objects: dict[Node, ObjTerm | None] = {}  # see plain_object
+        self._one_schemas: dict[Node, tuple[Location, frozenset[str]] | None] = {}  # see _one_schema
 
     # -- public entry points
 
@@ -1233,13 +1234,19 @@ class Logic:
             out.append(ObjTerm(values=t.excluded))
         return out
 
-    def _one_schema(self, node: Node) -> Location | None:
+    def _one_schema(self, node: Node) -> tuple[Location, frozenset[str]] | None:
         """The location of ``node`` when it is one schema object (no conjunction, negation or boolean
-        schema): what the shortcuts below (``plain_*``) look at."""
-        if len(node) != 1 or node[0][0] != "loc":
-            return None
-        loc = self.doc.location(node[0][1])
-        return loc if type(loc.schema) is dict else None
+        schema), with the keywords it holds besides ``type`` and annotations: what the shortcuts below
+        (``plain_*``) look at, each in turn, so found once per node."""
+        if node in self._one_schemas:
+            return self._one_schemas[node]
+        found = None
+        if len(node) == 1 and node[0][0] == "loc":
+            loc = self.doc.location(node[0][1])
+            if type(loc.schema) is dict:
+                found = loc, _NOT_TYPE_ALONE.intersection(loc.schema)
+        self._one_schemas[node] = found
+        return found
 
     def plain_scalar(self, node: Node) -> tuple[str | frozenset[str], str] | None:
         """``(types, draft)`` when ``node`` is one schema that says only which scalar types it admits,
@@ -1247,16 +1254,17 @@ class Logic:
         (the commonest property schema; ``types`` is then the name), a list of such types, or an
         ``anyOf`` of schemas that each say only one (an optional field). What it admits, and so its
         grammar, depends on nothing else."""
-        loc = self._one_schema(node)
-        if loc is None:
+        one = self._one_schema(node)
+        if one is None:
             return None
+        loc, keys = one
         schema = loc.schema
-        if _NOT_TYPE_ALONE.isdisjoint(schema):
+        if not keys:
             kind = schema.get("type")
             if type(kind) is str:
                 return (kind, loc.draft) if kind in _SCALAR_TYPES else None
             names = kind if type(kind) is list else ()
-        elif "anyOf" in schema and "type" not in schema and len(_NOT_TYPE_ALONE.intersection(schema)) == 1:
+        elif keys == {"anyOf"} and "type" not in schema:
             branches = schema["anyOf"]
             if type(branches) is not list or not all(
                 type(b) is dict and _NOT_TYPE_ALONE.isdisjoint(b) and type(b.get("type")) is str for b in branches
@@ -1275,11 +1283,13 @@ class Logic:
         ``enum`` of strings or a string ``const``, with ``"type": "string"`` or no type, besides
         annotations (``{"enum": ["low", "high"], "description": ...}``). Its grammar is that of the
         string term of those values alone, with no shape to work out."""
-        loc = self._one_schema(node)
-        if loc is None or loc.schema.get("type", "string") != "string":
+        one = self._one_schema(node)
+        if one is None:
             return None
+        loc, keys = one
         schema = loc.schema
-        keys = _NOT_TYPE_ALONE.intersection(schema)
+        if schema.get("type", "string") != "string":
+            return None
         if keys == {"enum"}:
             values = schema["enum"]
             if type(values) is not list:
@@ -1295,11 +1305,13 @@ class Logic:
         items are all valid under one schema, itself not an array (``{"type": "array", "items": {...}}``,
         besides annotations; no ``items`` or ``true``: any items, ``false``: none). An array of
         arrays, nested as deep as a schema likes, takes the general way, which needs no recursion."""
-        loc = self._one_schema(node)
-        if loc is None or loc.schema.get("type") != "array":
+        one = self._one_schema(node)
+        if one is None:
             return None
+        loc, keys = one
         schema = loc.schema
-        keys = _NOT_TYPE_ALONE.intersection(schema)
+        if schema.get("type") != "array":
+            return None
         if not keys:
             return TRUE
         items = schema["items"] if keys == {"items"} else None
@@ -1338,12 +1350,13 @@ class Logic:
         ``{"type": "string", "maxLength": 255}``): its type, those keywords with their values (and the
         values' Python types, so ``1`` and ``true`` differ), the draft and the format options. Equal
         keys admit the same strings or numbers in any document; None for any other node."""
-        loc = self._one_schema(node)
-        if loc is None or type(kind := loc.schema.get("type")) is not str:
+        one = self._one_schema(node)
+        if one is None:
             return None
+        loc, keys = one
         schema = loc.schema
-        own = _LEAF_KEYWORDS.get(kind)
-        keys = _NOT_TYPE_ALONE.intersection(schema)
+        kind = schema.get("type")
+        own = _LEAF_KEYWORDS.get(kind) if type(kind) is str else None
         if own is None or not keys or not own.issuperset(keys):
             return None
         values = tuple((k, type(schema[k]).__name__, schema[k]) for k in sorted(keys))
@@ -1356,14 +1369,13 @@ class Logic:
         ``properties``, ``required`` and ``additionalProperties`` (and keywords of the document that
         constrain nothing here, ``$schema`` and definitions): its one shape is that term, with nothing
         to intersect or prune. (A required property that admits nothing leaves the object without
-        text; the grammar's trimming finds it.) Memoised by location."""
+        text; the grammar's trimming finds it.) Memoised by node."""
         if node in self._plain_objects:
             return self._plain_objects[node]
-        loc = self._one_schema(node)
+        one = self._one_schema(node)
         term = None
-        if (loc is not None and loc.schema.get("type") == "object"
-                and _PLAIN_OBJECT_KEYS.issuperset(_NOT_TYPE_ALONE.intersection(loc.schema))):
-            term = self._object_term(loc)
+        if one is not None and one[0].schema.get("type") == "object" and _PLAIN_OBJECT_KEYS.issuperset(one[1]):
+            term = self._object_term(one[0])
         self._plain_objects[node] = term
         return term
 

@@ -482,8 +482,8 @@ class LexerContext:
     """The product automaton of a set of lexemes, explored only as far as it is used.
 
     ``patterns[i]`` is lexeme ``i`` and ``dfas[i]`` its DFA as this context was built with it (read
-    its states with that one, see ``LexemeDFA.serial``); a state is the set of lexemes still alive with their DFA states
-    (:meth:`live`), numbered from 1 (0 is dead). ``accept_id[s]`` names the set of lexemes that have
+    its states with that one, see ``LexemeDFA.serial``); a state is the set of lexemes still alive
+    with their DFA states (:meth:`live`), numbered from 1 (0 is dead). ``accept_id[s]`` names the set of lexemes that have
     matched in full at ``s`` (-1 when none; ``accept_sets``/``accept_patterns`` by id). ``ident`` is
     unique in the process, so caches keyed by it can be shared across grammars.
 
