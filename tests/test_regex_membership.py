@@ -407,3 +407,23 @@ def test_invalid_utf8_is_rejected() -> None:
     assert dfa.matches("é中😀".encode())
     for bad in [b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80", b"\xe4\xb8", b"\xf8"]:
         assert not dfa.matches(bad)
+
+
+def test_parsed_pieces_shared_across_patterns_keep_their_meaning() -> None:
+    """Classes and plain characters are shared between parses (by text and case folding): a class
+    met first without ``(?i)`` means the same and its folded form inside a ``(?i)`` pattern, and a
+    quantifier after a run of plain characters repeats only the last."""
+    cases = [
+        ("[a-c]x", ["bx"], ["Bx", "BX"]),
+        ("(?i)[a-c]x", ["BX", "bx"], ["dx"]),
+        ("[a-c]x", ["cx"], ["CX"]),
+        ("abc+", ["abccc"], ["abcabc", "ab"]),
+        ("abc{2}", ["abcc"], ["abcabc"]),
+        ("abc{2", ["abc{2"], ["abcc"]),
+        ("(?i)abc*", ["ABCCC", "ab"], ["abd"]),
+    ]
+    for pattern, members, others in cases:
+        dfa = compile_regex(pattern)
+        py = re.compile(pattern[4:], re.IGNORECASE) if pattern.startswith("(?i)") else re.compile(pattern)
+        for text in members + others:
+            assert dfa.matches(text.encode()) == bool(py.fullmatch(text)) == (text in members), (pattern, text)

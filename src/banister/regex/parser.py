@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 
 from banister.errors import RegexError
 from banister.regex import charset
@@ -25,6 +26,26 @@ _HEX_BRACED = re.compile(r"\{([0-9A-Fa-f]+)\}")
 _CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 _MAX_GROUP_DEPTH = 100
 _JSON = json.JSONDecoder()
+_LITERAL_RUN = re.compile(r"[^\\^$.|?*+()\[\]{}]+")
+"""Characters that stand for themselves wherever they are (others go through :meth:`_Parser.term`)."""
+_CLASS_TEXT = re.compile(r"\[(?:[^\\\]]|\\.)*\]", re.DOTALL)
+"""A character class's text: up to the first ``]`` not escaped (ECMA-262: ``[]`` is a class, empty)."""
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_classes: dict[tuple[str, bool], CharSet] = {}
+"""Character classes parsed before, by text and case folding: the same few recur in most patterns
+(``[0-9]``, ``[a-zA-Z]``), and a pattern is parsed twice, alone and inside its string's lexeme."""
+_MAX_CLASSES = 4096
+
+
+def _char_set(ranges: Ranges, fold: bool) -> CharSet:
+    """The node of ``ranges``, closed under ASCII case swapping when ``fold`` (``(?i)``)."""
+    return CharSet(charset.fold_ascii_case(ranges) if fold else ranges)
+
+
+@lru_cache(maxsize=4096)
+def _literal(ch: str, fold: bool) -> CharSet:
+    """The node of one plain character (shared: nodes are immutable)."""
+    return _char_set(charset.single(ord(ch)), fold)
 
 
 def parse_regex(pattern: str, *, extensions: bool = False) -> Node:
@@ -63,9 +84,8 @@ class _Parser:
         return self.text[i] if i < len(self.text) else ""
 
     def parse(self) -> Node:
-        for i, ch in enumerate(self.text):
-            if SURROGATE_LO <= ord(ch) <= SURROGATE_HI:
-                raise self.error("lone surrogate character (not encodable as UTF-8)", i)
+        if not self.text.isascii() and (m := _SURROGATES.search(self.text)):
+            raise self.error("lone surrogate character (not encodable as UTF-8)", m.start())
         if self.text.startswith("(?i)"):
             self.ignore_case = True
             self.pos = 4
@@ -83,7 +103,19 @@ class _Parser:
 
     def alternative(self) -> Node:
         items: list[Node] = []
-        while self.pos < len(self.text) and self.peek() not in "|)":
+        text, end = self.text, len(self.text)
+        while self.pos < end and text[self.pos] not in "|)":
+            run = _LITERAL_RUN.match(text, self.pos)
+            if run is not None:
+                # Plain characters, read in one step; a quantifier after the run applies to its last.
+                stop = run.end()
+                if stop < end and (text[stop] in "*+?" or (text[stop] == "{" and _BRACED.match(text, stop))):
+                    stop -= 1
+                if stop > self.pos:
+                    fold = self.ignore_case
+                    items += [_literal(ch, fold) for ch in text[self.pos : stop]]
+                    self.pos = stop
+                    continue
             items.append(self.term())
         return items[0] if len(items) == 1 else Concat(tuple(items))
 
@@ -116,10 +148,10 @@ class _Parser:
         if ch == "\\":
             return self.atom_escape()
         self.pos += 1
-        return self.char_set(charset.single(ord(ch)))
+        return _literal(ch, self.ignore_case)
 
     def char_set(self, ranges: Ranges) -> CharSet:
-        return CharSet(charset.fold_ascii_case(ranges) if self.ignore_case else ranges)
+        return _char_set(ranges, self.ignore_case)
 
     def quantifier(self) -> tuple[int, int | None] | None:
         """Reads a quantifier (and its lazy ``?``) if one follows; laziness does not change the language."""
@@ -338,6 +370,20 @@ class _Parser:
         return value
 
     def char_class(self) -> CharSet:
+        whole = _CLASS_TEXT.match(self.text, self.pos)
+        key = (whole.group(), self.ignore_case) if whole is not None else None
+        found = _classes.get(key) if key is not None else None
+        if found is None:
+            found = self._char_class()
+            if key is not None and self.pos == whole.end():  # type: ignore[union-attr]
+                if len(_classes) >= _MAX_CLASSES:
+                    _classes.clear()
+                _classes[key] = found
+        else:
+            self.pos = whole.end()  # type: ignore[union-attr]
+        return found
+
+    def _char_class(self) -> CharSet:
         start = self.pos
         self.pos += 1
         negated = self.peek() == "^"
