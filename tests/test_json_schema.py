@@ -389,6 +389,20 @@ def test_references_alone_match_a_validator(draft):
         json_schema_to_grammar(cycle)
 
 
+def test_schemas_that_hold_themselves_through_shortcuts():
+    # An array of itself (its items a reference to it) meets itself inside its own shortcut: it is
+    # compiled from the work list, as any recursive node. An anyOf that refers to itself with no
+    # schema in between is refused, as the full expansion refuses it.
+    nested = {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"}
+    validator = jsonschema.validators.validator_for(nested)(nested)
+    grammar = json_schema_to_grammar(nested)
+    for value in [[], [[]], [[], [[[]]]], [1], [[1]], {}, None]:
+        assert matches(grammar, json.dumps(value)) is validator.is_valid(value), value
+    loop = {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"}
+    with pytest.raises(SchemaError, match="cycle"):
+        json_schema_to_grammar(loop)
+
+
 def test_formats_against_examples():
     good = {
         "date": ["2024-02-29", "2023-12-31"],

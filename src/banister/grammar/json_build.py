@@ -408,6 +408,7 @@ class JsonGrammarBuilder:
         self.s = options.settings
         self.r = _Rules(options.settings)
         self._nodes: dict[Node, Symbol | None] = {}
+        self._entered: set[Node] = set()  # the nodes whose symbols are being made (see symbol)
         self._queue: deque[tuple[Node, str]] = deque()
         self._cache: dict[Any, Any] = {}
         ws = options.whitespace
@@ -446,28 +447,40 @@ class JsonGrammarBuilder:
         a nonterminal, compiled later from the work list (the way a recursive schema's nodes refer to
         themselves). The commonest forms of schema (a reference alone, scalar types alone, an enum of
         strings, a leaf's own constraints, an array of one item schema, an object of properties) take
-        shortcuts past the logic's shapes: see ``Logic.pure_ref`` and ``Logic.plain_*``."""
+        shortcuts past the logic's shapes: see ``Logic.pure_ref`` and ``Logic.plain_*``. A node met
+        again inside its own shortcut (an array of itself) is compiled from the work list."""
         if node == FALSE:
             return None
         if node == TRUE:
             return self.any_value(self.o.max_nesting)
         if node in self._nodes:
             return self._nodes[node]
+        if node in self._entered:
+            return self._deferred(node)
+        self._entered.add(node)
+        try:
+            found = self._compiled(node)
+        finally:
+            self._entered.discard(node)
+        self._nodes[node] = found
+        return found
+
+    def _compiled(self, node: Node) -> Symbol | None:
+        """The symbol of a node not met before (see :meth:`symbol`)."""
         target = self.logic.pure_ref(node)
         if target is not None:  # the referenced schema's symbol, shared by every reference to it
-            found = self._nodes[node] = self.symbol(target)
-            return found
+            return self.symbol(target)
         scalar = self.logic.plain_scalar(node)
         if scalar is not None:
             plain = _PLAIN_SCALARS.get(scalar)
             if plain is None:
                 plain = _PLAIN_SCALARS[scalar] = tuple(self._alternatives(node))
             # One rule per grammar for the types of several such schemas.
-            found = self._cached(("plain", scalar), lambda: self._union(plain))
-        elif (strings := self.logic.plain_strings(node)) is not None:
+            return self._cached(("plain", scalar), lambda: self._union(plain))
+        if (strings := self.logic.plain_strings(node)) is not None:
             term = StrTerm(values=strings)
-            found = self._cached(("str", term), lambda: self.string_symbol(term))
-        elif (leaf := self.logic.plain_leaf(node)) is not None:
+            return self._cached(("str", term), lambda: self.string_symbol(term))
+        if (leaf := self.logic.plain_leaf(node)) is not None:
             key = (leaf, self.s)
             found = _PLAIN_LEAVES.get(key, _MISSING)
             if found is _MISSING:
@@ -476,16 +489,18 @@ class JsonGrammarBuilder:
                     if len(_PLAIN_LEAVES) >= _MAX_PLAIN_LEAVES:
                         _PLAIN_LEAVES.clear()  # (lexemes, quick to make again; one call, safe across threads)
                     _PLAIN_LEAVES[key] = found
-        elif (items := self.logic.plain_array(node)) is not None:
-            found = self._plain_array(items)
-        elif self._holds_no_node(node):
-            found = self._union(self._alternatives(node))
-        else:
-            name = self.r.fresh("node")
-            found = Ref(name)
-            self.r.rules.setdefault(name, [])
-            self._queue.append((node, name))
-        self._nodes[node] = found
+            return found
+        if (items := self.logic.plain_array(node)) is not None:
+            return self._plain_array(items)
+        if self._holds_no_node(node):
+            return self._union(self._alternatives(node))
+        return self._deferred(node)
+
+    def _deferred(self, node: Node) -> Ref:
+        """A nonterminal for ``node``, compiled later from the work list."""
+        found = self._nodes[node] = Ref(self.r.fresh("node"))
+        self.r.rules.setdefault(found.name, [])
+        self._queue.append((node, found.name))
         return found
 
     def _plain_array(self, items: Node) -> Symbol:
