@@ -389,6 +389,57 @@ def test_references_alone_match_a_validator(draft):
         json_schema_to_grammar(cycle)
 
 
+_CLOSED_X = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"], "additionalProperties": False}
+_CLOSED_Y = {"type": "object", "properties": {"y": {"type": "string"}}, "required": ["y"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("value_schema", [
+    {"anyOf": [{"$ref": "#/$defs/closed_x"}, {"type": "null"}], "description": "an optional reference"},
+    {"anyOf": [_CLOSED_X, _CLOSED_Y]},
+    {"anyOf": [{"$ref": "#/$defs/closed_x"}, _CLOSED_Y, {"type": "string", "maxLength": 2}]},
+    {"anyOf": [{"type": "object", "properties": {"x": {"type": "integer"}}}, {"type": "array", "items": {"type": "integer"}}]},
+    {"anyOf": [{"type": "object", "properties": {"x": {"type": "integer"}}}, {"type": "object", "properties": {"y": {}}}]},
+    {"anyOf": [_CLOSED_X, {"type": "object", "properties": {"x": {"type": "string"}}, "additionalProperties": False}]},
+    {"anyOf": [True, {"type": "null"}]},
+    {"anyOf": [False, {"enum": ["a", 1]}]},
+    {"anyOf": [{"anyOf": [{"type": "integer"}, _CLOSED_Y]}, {"type": "null"}]},
+    {"anyOf": [{"type": "string", "minLength": 3, "maxLength": 1}, {"type": "boolean"}], "$defs": {}},
+    {"oneOf": [{"$ref": "#/$defs/closed_x"}, {"type": "null"}]},
+    {"oneOf": [{"type": ["string", "null"]}, {"type": "array", "items": {"type": "integer"}}, {"type": "integer"}]},
+    {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+    {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}]},
+    {"oneOf": [_CLOSED_X, _CLOSED_Y, {"type": "object", "properties": {"x": {"type": "number"}}}]},
+    {"oneOf": [{"type": "string"}, {"enum": ["a", 1]}]},
+    {"oneOf": [True, {"type": "null"}]},
+])
+def test_anyof_alone_matches_a_validator(value_schema):
+    # A schema of ``anyOf`` alone is the union of its branches, each compiled alone, unless property
+    # order could differ; so is one of ``oneOf`` whose branches' types are apart
+    # (``Logic.plain_branches``). The other cases take the general way.
+    schema = {"$defs": {"closed_x": _CLOSED_X}, "type": "object", "properties": {"a": value_schema},
+              "required": ["a"], "additionalProperties": False}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammar = json_schema_to_grammar(schema)
+    values = [None, True, 1, 1.5, "", "ab", "abc", "a", [], [1, 2], ["x"], {}, {"x": 1}, {"x": "s"}, {"y": "s"},
+              {"y": 1}, {"x": 1, "y": "s"}, {"z": 0}]  # (declared names first: the default key order)
+    for value in values:
+        text = json.dumps({"a": value})
+        assert matches(grammar, text) is validator.is_valid({"a": value}), text
+
+
+def test_anyof_branches_keep_the_schema_order_of_every_branch():
+    # Inside an anyOf, an object takes its names in the anyOf's schema order as well as its own: two
+    # closed branches that share names in different orders are compiled the general way.
+    first = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+             "required": ["x", "y"], "additionalProperties": False}
+    second = {"type": "object", "properties": {"y": {"type": "string"}, "x": {"type": "string"}},
+              "required": ["x", "y"], "additionalProperties": False}
+    grammar = json_schema_to_grammar({"anyOf": [first, second]})
+    for text in ['{"x": "a", "y": "b"}', '{"y": "b", "x": "a"}', '{"x": 1, "y": 2}']:
+        assert matches(grammar, text), text
+    assert not matches(grammar, '{"x": 1, "y": "b"}')
+
+
 def test_schemas_that_hold_themselves_through_shortcuts():
     # An array of itself (its items a reference to it) meets itself inside its own shortcut: it is
     # compiled from the work list, as any recursive node. An anyOf that refers to itself with no

@@ -446,9 +446,10 @@ class JsonGrammarBuilder:
         (a string, a number, an enum...) is compiled now, its one symbol used as it is; any other gets
         a nonterminal, compiled later from the work list (the way a recursive schema's nodes refer to
         themselves). The commonest forms of schema (a reference alone, scalar types alone, an enum of
-        strings, a leaf's own constraints, an array of one item schema, an object of properties) take
-        shortcuts past the logic's shapes: see ``Logic.pure_ref`` and ``Logic.plain_*``. A node met
-        again inside its own shortcut (an array of itself) is compiled from the work list."""
+        strings, a leaf's own constraints, an array of one item schema, an object of properties, an
+        ``anyOf`` or ``oneOf`` alone) take shortcuts past the logic's shapes: see ``Logic.pure_ref`` and
+        ``Logic.plain_*``. A node met again inside its own shortcut (an array of itself) is compiled
+        from the work list."""
         if node == FALSE:
             return None
         if node == TRUE:
@@ -492,6 +493,8 @@ class JsonGrammarBuilder:
             return found
         if (items := self.logic.plain_array(node)) is not None:
             return self._plain_array(items)
+        if (branches := self.logic.plain_branches(node)) is not None:
+            return self._union([s for s in dict.fromkeys(map(self.symbol, branches)) if s is not None])
         if self._holds_no_node(node):
             return self._union(self._alternatives(node))
         return self._deferred(node)

@@ -571,6 +571,9 @@ _DOCUMENT_KEYS = frozenset(("$schema", "$defs", "definitions"))
 """Keywords of the document that constrain nothing where they stand."""
 _PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties")) | _DOCUMENT_KEYS
 """Those of them a schema :meth:`Logic.plain_object` takes may hold."""
+_APPLICATORS = frozenset(("anyOf", "oneOf"))
+_BRANCHES_KEYS = _APPLICATORS | _DOCUMENT_KEYS
+"""Those a schema :meth:`Logic.plain_branches` takes may hold (one of the applicators)."""
 
 
 class Logic:
@@ -1378,6 +1381,66 @@ class Logic:
             term = self._object_term(one[0])
         self._plain_objects[node] = term
         return term
+
+    def plain_branches(self, node: Node) -> list[Node] | None:
+        """The branches' nodes when ``node`` is one schema that says only ``anyOf`` or only ``oneOf``
+        (besides annotations and keywords of the document) and each branch, compiled alone, admits what
+        it admits inside it: then the node's grammar is the union of its branches' (an optional
+        reference ``[{"$ref": ...}, {"type": "null"}]``, the calls of one of several tools). A ``oneOf``
+        qualifies when its branches' types say that no value is valid under two of them.
+
+        What could differ is property order: inside the applicator an object takes the names of every
+        branch in their schema order. So the branches that mention property names are one, or are
+        closed objects of properties alone (directly or through references) with no name in common.
+        A branch that is itself an ``anyOf`` or ``oneOf`` takes the general way (no recursion to bound
+        here)."""
+        one = self._one_schema(node)
+        if one is None:
+            return None
+        loc, keys = one
+        schema = loc.schema
+        if "type" in schema or not _BRANCHES_KEYS.issuperset(keys) or len(keys & _APPLICATORS) != 1:
+            return None
+        applicator = "anyOf" if "anyOf" in keys else "oneOf"
+        branches = schema[applicator]
+        if type(branches) is not list or not branches or not all(
+            type(b) is bool or (type(b) is dict and _APPLICATORS.isdisjoint(b)) for b in branches
+        ):
+            return None  # (the full expansion says what is wrong)
+        nodes = [loc_node(f"{loc.pointer}/{applicator}/{i}") for i in range(len(branches))]
+        if applicator == "oneOf" and not self._types_apart(nodes):
+            return None
+        named = [(n, names) for n in nodes if (names := self.rank(n))]
+        if len(named) > 1:
+            seen: set[str] = set()
+            for n, names in named:
+                if not seen.isdisjoint(names) or not self._closed_plain_object(n):
+                    return None
+                seen.update(names)
+        return nodes
+
+    def _types_apart(self, nodes: list[Node]) -> bool:
+        """Whether the ``type`` keywords of ``nodes`` (or of what each refers to) share no type, so that
+        no value is valid under two of them (``integer`` counts as ``number``)."""
+        seen: set[str] = set()
+        for node in nodes:
+            schema = self.doc.location((self.pure_ref(node) or node)[0][1]).schema
+            kind = schema.get("type") if type(schema) is dict else None
+            kinds = [kind] if type(kind) is str else kind if type(kind) is list else None
+            if not kinds or not all(type(k) is str for k in kinds):
+                return False
+            kinds = {"number" if k == "integer" else k for k in kinds}
+            if not seen.isdisjoint(kinds):
+                return False
+            seen.update(kinds)
+        return True
+
+    def _closed_plain_object(self, node: Node) -> bool:
+        """Whether ``node`` (or what it refers to) is a plain object (:meth:`plain_object`) that admits
+        no property it does not declare."""
+        node = self.pure_ref(node) or node
+        return self.plain_object(node) is not None and self._one_schema(node)[0].schema.get(  # type: ignore[index]
+            "additionalProperties") is False
 
     # -- emptiness (sound: True only when provably empty)
 
