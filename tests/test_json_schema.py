@@ -440,6 +440,26 @@ def test_anyof_branches_keep_the_schema_order_of_every_branch():
     assert not matches(grammar, '{"x": 1, "y": "b"}')
 
 
+@pytest.mark.parametrize("value_schema", [
+    {"description": "says nothing of its value", "$comment": "so any value"},
+    {"$id": "https://example.com/leaf", "type": "string", "maxLength": 2},
+    {"id": "#leaf", "type": "integer", "$schema": "http://json-schema.org/draft-04/schema#"},
+    {"$anchor": "x", "type": ["boolean", "null"], "definitions": {"unused": False}},
+    {"$id": "https://example.com/obj", "type": "object", "properties": {"k": {"$ref": "#/$defs/n"}},
+     "required": ["k"], "additionalProperties": False, "$defs": {"n": {"type": "number", "maximum": 2}}},
+    {"$id": "https://example.com/ref", "$ref": "#/$defs/n", "$defs": {"n": {"enum": [1, "a"]}}},
+])
+def test_schemas_with_identifiers_and_definitions_match_a_validator(value_schema):
+    # Identifiers, ``$schema`` and definitions constrain nothing where they stand: the shortcuts take
+    # such schemas too (references inside resolve against the identifier's base).
+    schema = {"type": "object", "properties": {"a": value_schema}, "required": ["a"], "additionalProperties": False}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    grammar = json_schema_to_grammar(schema)
+    for value in [None, True, 0, 1, 2, 3.5, "", "ab", "abc", "a", [], [1], {}, {"k": 1}, {"k": 3}, {"k": "x"}]:
+        text = json.dumps({"a": value})
+        assert matches(grammar, text) is validator.is_valid({"a": value}), text
+
+
 def test_schemas_that_hold_themselves_through_shortcuts():
     # An array of itself (its items a reference to it) meets itself inside its own shortcut: it is
     # compiled from the work list, as any recursive node. An anyOf that refers to itself with no

@@ -471,6 +471,8 @@ class JsonGrammarBuilder:
         target = self.logic.pure_ref(node)
         if target is not None:  # the referenced schema's symbol, shared by every reference to it
             return self.symbol(target)
+        if self.logic.plain_any(node):
+            return self.any_value(self.o.max_nesting)
         scalar = self.logic.plain_scalar(node)
         if scalar is not None:
             plain = _PLAIN_SCALARS.get(scalar)

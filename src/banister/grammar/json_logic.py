@@ -562,18 +562,15 @@ class LogicOptions:
 
 
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
-_NOT_TYPE_ALONE = frozenset(k.name for k in KEYWORDS if k.status != "annotation") - {"type"} | {
-    "$defs", "definitions", "$id", "id", "$anchor", "$schema"  # (annotations, but they shape the document)
-}
-"""The keywords a schema that says only its type holds none of (see ``Logic.plain_scalar``): all that the
-compiler reads but ``type`` and annotations. Keywords no draft defines are ignored, as annotations are."""
-_DOCUMENT_KEYS = frozenset(("$schema", "$defs", "definitions"))
-"""Keywords of the document that constrain nothing where they stand."""
-_PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties")) | _DOCUMENT_KEYS
+_CONSTRAINING = frozenset(k.name for k in KEYWORDS if k.status != "annotation") - {"type"}
+"""The keywords the shortcuts (``Logic.pure_ref``, ``Logic.plain_*``) look for: all that the compiler
+reads but ``type`` and annotations. Keywords no draft defines are ignored, as annotations are, and so
+are those of the document (definitions, identifiers, ``$schema``), which constrain nothing where they
+stand: the document's index has read them into each location."""
+_PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties"))
 """Those of them a schema :meth:`Logic.plain_object` takes may hold."""
 _APPLICATORS = frozenset(("anyOf", "oneOf"))
-_BRANCHES_KEYS = _APPLICATORS | _DOCUMENT_KEYS
-"""Those a schema :meth:`Logic.plain_branches` takes may hold (one of the applicators)."""
+"""Those a schema :meth:`Logic.plain_branches` takes (one of them)."""
 
 
 class Logic:
@@ -1239,17 +1236,24 @@ class Logic:
 
     def _one_schema(self, node: Node) -> tuple[Location, frozenset[str]] | None:
         """The location of ``node`` when it is one schema object (no conjunction, negation or boolean
-        schema), with the keywords it holds besides ``type`` and annotations: what the shortcuts below
-        (``plain_*``) look at, each in turn, so found once per node."""
+        schema), with the keywords it holds besides ``type``, annotations and those that only shape
+        the document (``_CONSTRAINING``): what the shortcuts below (``plain_*``) look at, each in turn,
+        so found once per node."""
         if node in self._one_schemas:
             return self._one_schemas[node]
         found = None
         if len(node) == 1 and node[0][0] == "loc":
             loc = self.doc.location(node[0][1])
             if type(loc.schema) is dict:
-                found = loc, _NOT_TYPE_ALONE.intersection(loc.schema)
+                found = loc, _CONSTRAINING.intersection(loc.schema)
         self._one_schemas[node] = found
         return found
+
+    def plain_any(self, node: Node) -> bool:
+        """Whether ``node`` is one schema that says nothing about its value: no ``type`` and no keyword
+        but annotations (``{"description": ...}``); it admits any JSON value."""
+        one = self._one_schema(node)
+        return one is not None and not one[1] and "type" not in one[0].schema
 
     def plain_scalar(self, node: Node) -> tuple[str | frozenset[str], str] | None:
         """``(types, draft)`` when ``node`` is one schema that says only which scalar types it admits,
@@ -1270,7 +1274,7 @@ class Logic:
         elif keys == {"anyOf"} and "type" not in schema:
             branches = schema["anyOf"]
             if type(branches) is not list or not all(
-                type(b) is dict and _NOT_TYPE_ALONE.isdisjoint(b) and type(b.get("type")) is str for b in branches
+                type(b) is dict and _CONSTRAINING.isdisjoint(b) and type(b.get("type")) is str for b in branches
             ):
                 return None
             names = [b["type"] for b in branches]
@@ -1338,8 +1342,7 @@ class Logic:
             s = loc.schema
             if type(s) is not dict or type(s.get("$ref")) is not str:
                 break
-            if loc.draft not in ("4", "6", "7") and ("type" in s or _NOT_TYPE_ALONE.intersection(s) - _DOCUMENT_KEYS
-                                                     != {"$ref"}):
+            if loc.draft not in ("4", "6", "7") and ("type" in s or _CONSTRAINING.intersection(s) != {"$ref"}):
                 break
             if pointer in seen:
                 return None
@@ -1399,7 +1402,7 @@ class Logic:
             return None
         loc, keys = one
         schema = loc.schema
-        if "type" in schema or not _BRANCHES_KEYS.issuperset(keys) or len(keys & _APPLICATORS) != 1:
+        if "type" in schema or len(keys) != 1 or not _APPLICATORS.issuperset(keys):
             return None
         applicator = "anyOf" if "anyOf" in keys else "oneOf"
         branches = schema[applicator]
