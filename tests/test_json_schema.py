@@ -351,16 +351,24 @@ def test_schemas_of_strings_alone_match_a_validator(value_schema):
     {"type": "array", "items": True},
     {"type": "array", "items": False},
     {"type": "array", "items": {"enum": ["x", "y"]}, "title": "a title"},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3},
+    {"type": "array", "items": {"type": "integer"}, "maxItems": 1},
+    {"type": "array", "maxItems": 0},
+    {"type": "array", "items": False, "minItems": 1},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 2},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 100},
 ])
 def test_schemas_of_arrays_alone_match_a_validator(value_schema):
-    # An array whose items all follow one schema is written without the member sequence's states
-    # (``Logic.plain_array``); the same items twice in one schema share the array's rules.
+    # An array whose items all follow one schema, of a few items at least or at most, is written
+    # without the member sequence's states (``Logic.plain_array``); the same items twice in one schema
+    # share the array's rules. Counts past a few take the general way.
     schema = {"type": "object", "properties": {"a": value_schema, "b": value_schema}, "required": ["a"],
               "additionalProperties": False}
     validator = jsonschema.validators.validator_for(schema)(schema)
     grammar = json_schema_to_grammar(schema)
-    values = [[], [1], [1, 2, 3], [1.5], ["x"], ["x", "y", "z"], [{"k": "v"}], [{}], [[True], []], [[1]], [None],
-              1, "x", None]
+    values = [[], [1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1.5], ["x"], ["x", "y", "z"], [{"k": "v"}], [{}],
+              [[True], []], [[1]], [None], 1, "x", None]
     for a, b in itertools.product(values, [[], [2, "x"], "absent"]):
         instance = {"a": a} if b == "absent" else {"a": a, "b": b}
         text = json.dumps(instance)

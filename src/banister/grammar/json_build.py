@@ -493,8 +493,8 @@ class JsonGrammarBuilder:
                         _PLAIN_LEAVES.clear()  # (lexemes, quick to make again; one call, safe across threads)
                     _PLAIN_LEAVES[key] = found
             return found
-        if (items := self.logic.plain_array(node)) is not None:
-            return self._plain_array(items)
+        if (array := self.logic.plain_array(node)) is not None:
+            return self._plain_array(*array)
         if (branches := self.logic.plain_branches(node)) is not None:
             return self._union([s for s in dict.fromkeys(map(self.symbol, branches)) if s is not None])
         if self._holds_no_node(node):
@@ -508,19 +508,32 @@ class JsonGrammarBuilder:
         self._queue.append((node, found.name))
         return found
 
-    def _plain_array(self, items: Node) -> Symbol:
-        """An array of any number of items under ``items`` (see :meth:`Logic.plain_array`): the rules the
-        member sequence writes for it, without working out its states."""
+    def _plain_array(self, items: Node, low: int, high: int | None) -> Symbol | None:
+        """An array of ``low`` to ``high`` (None: any number of) items under ``items`` (see
+        :meth:`Logic.plain_array`): the rules the member sequence writes for it, without working out
+        its states. Rule ``k`` follows the ``k``-th item; past ``low`` (and the first) an unbounded
+        array's last rule loops."""
+        if high is not None and high < low:
+            return None
         item = self.symbol(items)
         if item is None:
-            return self.empty_arr
+            return self.empty_arr if low == 0 else None
 
         def write() -> Symbol:
-            then = Ref(self.r.fresh("then"))
-            self.r.define(then.name, [(self.close_arr,), (self.comma, item, then)])
-            return self.r.add("seq", [(self.open_arr, item, then), (self.empty_arr,)])
+            count = high if high is not None else max(low, 1)
+            then = [Ref(self.r.fresh("then")) for _ in range(count)]
+            for k, rule in enumerate(then, 1):
+                more = then[k] if k < count else rule if high is None else None
+                self.r.define(rule.name, [
+                    *([(self.close_arr,)] if k >= low else []),
+                    *([(self.comma, item, more)] if more is not None else []),
+                ])
+            return self.r.add("seq", [
+                *([(self.open_arr, item, then[0])] if count else []),
+                *([(self.empty_arr,)] if low == 0 else []),
+            ])
 
-        return self._cached(("array of", item), write)
+        return self._cached(("array of", item, low, high), write)
 
     def _union(self, alternatives: Sequence[Symbol]) -> Symbol | None:
         """One symbol for ``alternatives``: the only one, a rule of them, or None when there are none."""

@@ -569,6 +569,10 @@ are those of the document (definitions, identifiers, ``$schema``), which constra
 stand: the document's index has read them into each location."""
 _PLAIN_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties"))
 """Those of them a schema :meth:`Logic.plain_object` takes may hold."""
+_PLAIN_ARRAY_KEYS = frozenset(("items", "minItems", "maxItems"))
+"""Those a schema :meth:`Logic.plain_array` takes may hold."""
+_PLAIN_ARRAY_COUNTS = 64
+"""The largest ``minItems`` and ``maxItems`` it takes (each count past the first is a rule)."""
 _APPLICATORS = frozenset(("anyOf", "oneOf"))
 """Those a schema :meth:`Logic.plain_branches` takes (one of them)."""
 
@@ -1307,26 +1311,30 @@ class Logic:
             return None
         return frozenset(values) if all(type(v) is str for v in values) else None
 
-    def plain_array(self, node: Node) -> Node | None:
-        """The items' node when ``node`` is one schema that says only that its value is an array whose
-        items are all valid under one schema, itself not an array (``{"type": "array", "items": {...}}``,
-        besides annotations; no ``items`` or ``true``: any items, ``false``: none). An array of
+    def plain_array(self, node: Node) -> tuple[Node, int, int | None] | None:
+        """``(items, min, max)`` when ``node`` is one schema that says only that its value is an array of
+        ``min`` to ``max`` (None: any number of) items all valid under one schema, itself not an array
+        (``{"type": "array", "items": {...}, "minItems": 1}``, besides annotations; no ``items`` or
+        ``true``: any items, ``false``: none), with counts up to ``_PLAIN_ARRAY_COUNTS``. An array of
         arrays, nested as deep as a schema likes, takes the general way, which needs no recursion."""
         one = self._one_schema(node)
         if one is None:
             return None
         loc, keys = one
         schema = loc.schema
-        if schema.get("type") != "array":
+        if schema.get("type") != "array" or not _PLAIN_ARRAY_KEYS.issuperset(keys):
             return None
-        if not keys:
-            return TRUE
-        items = schema["items"] if keys == {"items"} else None
+        low, high = schema.get("minItems", 0), schema.get("maxItems")
+        if not (type(low) is int and 0 <= low <= _PLAIN_ARRAY_COUNTS) or not (
+            high is None or (type(high) is int and 0 <= high <= _PLAIN_ARRAY_COUNTS)
+        ):
+            return None  # (past the counts, or not a count: the full expansion says what is wrong)
+        items = schema.get("items", True)
         if items is True or items is False:
-            return TRUE if items else FALSE
+            return TRUE if items else FALSE, low, high
         if type(items) is not dict or items.get("type") == "array":
             return None
-        return loc_node(f"{loc.pointer}/items")
+        return loc_node(f"{loc.pointer}/items"), low, high
 
     def pure_ref(self, node: Node) -> Node | None:
         """The node a reference stands for when ``node`` is one schema that says only ``$ref`` (besides
