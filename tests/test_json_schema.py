@@ -327,6 +327,36 @@ def test_schemas_of_scalar_types_alone_match_a_validator(value_schema, draft):
 
 
 @pytest.mark.parametrize("value_schema", [
+    {"type": "string", "maxLength": 2},
+    {"type": ["string", "null"], "maxLength": 2, "description": "an optional short text"},
+    {"type": ["integer", "null"], "minimum": 0},
+    {"type": ["null", "integer"], "minimum": 0},
+    {"type": ["number", "string"], "minimum": 1, "maxLength": 1},
+    {"type": ["boolean", "integer"], "multipleOf": 2},
+    {"type": ["string"], "pattern": "^a"},
+])
+def test_schemas_of_leaf_constraints_match_a_validator(value_schema):
+    # A schema of scalar types and their own constraints alone gets the lexemes the first grammar made
+    # for the same types, keywords and draft (``Logic.plain_leaf``): two properties, two grammars.
+    schema = {"type": "object", "properties": {"a": value_schema, "b": value_schema}, "required": ["a"],
+              "additionalProperties": False}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for _ in range(2):
+        grammar = json_schema_to_grammar(schema)
+        for a, b in itertools.product([None, True, 0, -1, 1, 2, 3, 0.5, "", "a", "ab", "abc", "b", []], [None, "absent"]):
+            instance = {"a": a} if b == "absent" else {"a": a, "b": b}
+            assert matches(grammar, json.dumps(instance)) is validator.is_valid(instance), instance
+
+
+def test_leaf_lexemes_kept_apart_by_their_types():
+    # The same constraints on another list of types are another key of the process-wide table.
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0},
+                                               "b": {"type": ["integer", "null"], "minimum": 0}}}
+    grammar = json_schema_to_grammar(schema)
+    assert matches(grammar, '{"a": 1, "b": null}') and not matches(grammar, '{"a": null}')
+
+
+@pytest.mark.parametrize("value_schema", [
     {"enum": ["a", "é", "", 'a"b', "x/y", "a", "ab"], "description": "an annotation"},
     {"type": "string", "enum": ["low", "high"]},
     {"const": "fixed", "title": "a title"},

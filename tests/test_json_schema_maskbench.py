@@ -117,17 +117,20 @@ def _compile_each(schemas: list, reset: Any = None, **options: Any) -> list:
 @pytest.mark.parametrize("options", [{}, {"whitespace": "pretty", "strict": True}, {"key_order": "any", "draft": "4"}])
 def test_plain_scalars_shared_across_grammars_are_what_each_would_build(options):
     """A schema that says only its scalar type (besides annotations and unknown keywords) gets the symbol
-    the first grammar made for that type and draft (``_PLAIN_SCALARS``): every grammar is the same
+    the first grammar made for that type and draft (``_PLAIN_LEXEMES``): every grammar is the same
     whether the table is empty before each compile (each builds its own) or full from the others."""
     from banister.grammar import json_build, json_logic
 
     records = _sample()[:60]
     extra = {"type": "object", "properties": {t: {"type": t, "title": t, "x-vendor": 1} for t in json_logic._SCALAR_TYPES}}
     schemas = [r["schema"] for r in records] + [extra, {**extra, "$schema": "http://json-schema.org/draft-04/schema#"}]
-    alone = _compile_each(schemas, json_build._PLAIN_SCALARS.clear, **options)
-    assert json_build._PLAIN_SCALARS  # the last compile left its scalars ...
+    def scalars() -> set:
+        return {plain for plain, _ in json_build._PLAIN_LEXEMES if len(plain) == 2}  # (types, draft)
+
+    alone = _compile_each(schemas, json_build._PLAIN_LEXEMES.clear, **options)
+    assert scalars()  # the last compile left its scalars ...
     assert _compile_each(schemas, **options) == alone  # ... and every compile then found the others' too
-    assert len({key[1] for key in json_build._PLAIN_SCALARS}) >= 2  # drafts 4 and 2020-12 both used
+    assert len({draft for _, draft in scalars()}) >= 2  # drafts 4 and 2020-12 both used
 
 
 def test_string_memos_shared_across_schemas_are_what_each_would_build():
@@ -142,7 +145,7 @@ def test_string_memos_shared_across_schemas_are_what_each_would_build():
     def reset() -> None:
         for memo in memos:
             memo.cache_clear()
-        json_build._PLAIN_LEAVES.clear()
+        json_build._PLAIN_LEXEMES.clear()
 
     formats = {"type": "object", "properties": {
         "start": {"type": "string", "format": "date-time"}, "end": {"type": "string", "format": "date-time"},
@@ -153,5 +156,5 @@ def test_string_memos_shared_across_schemas_are_what_each_would_build():
     plans = json_strings.string_plan.cache_info()
     # The last schema: one plan per distinct constraint, asked again where no leaf lexeme answers
     # ("other"); "end" and "again" are the leaf lexemes of "start" and "code".
-    assert plans.hits == 1 and plans.currsize == 2 and len(json_build._PLAIN_LEAVES) == 2
+    assert plans.hits == 1 and plans.currsize == 2 and len(json_build._PLAIN_LEXEMES) == 2
     assert _compile_each(schemas) == alone

@@ -334,16 +334,13 @@ def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
     return LexemeDFA.from_table(table, accepting, 1)
 
 
-_PLAIN_LEAVES: dict[tuple, Symbol | None] = {}
-"""The symbol of a constrained leaf schema, by :meth:`Logic.plain_leaf`'s key and the settings, when it is one
-lexeme (it then depends on nothing else; rules would be the grammar's own): ``{"minimum": 0}``,
-``{"maxLength": 255}`` and formats recur across schemas. Emptied when it holds ``_MAX_PLAIN_LEAVES``."""
-_MAX_PLAIN_LEAVES = 4096
-_MISSING = object()
-
-_PLAIN_SCALARS: dict[tuple[str | frozenset[str], str], tuple[Symbol, ...]] = {}
-"""The alternatives of a plain scalar schema, by ``(types, draft)`` (see :meth:`Logic.plain_scalar`): they
-depend on nothing else, so the lexemes the first grammar made are every grammar's."""
+_PLAIN_LEXEMES: dict[tuple, tuple[Symbol, ...]] = {}
+"""The alternatives of a schema of scalar types alone or of a constrained leaf, by :meth:`Logic.plain_scalar`'s
+or :meth:`Logic.plain_leaf`'s key and the settings, when they are lexemes (they then depend on nothing
+else; rules would be the grammar's own): the lexemes the first grammar made are every grammar's, and
+``{"type": "string"}``, ``{"minimum": 0}``, ``{"maxLength": 255}`` and formats recur across schemas.
+Emptied when it holds ``_MAX_PLAIN_LEXEMES``."""
+_MAX_PLAIN_LEXEMES = 4096
 
 
 def _holds_no_node(shape: Shape) -> bool:
@@ -473,26 +470,20 @@ class JsonGrammarBuilder:
             return self.symbol(target)
         if self.logic.plain_any(node):
             return self.any_value(self.o.max_nesting)
-        scalar = self.logic.plain_scalar(node)
-        if scalar is not None:
-            plain = _PLAIN_SCALARS.get(scalar)
-            if plain is None:
-                plain = _PLAIN_SCALARS[scalar] = tuple(self._alternatives(node))
+        if (plain := self.logic.plain_scalar(node) or self.logic.plain_leaf(node)) is not None:
+            key = (plain, self.s)
+            alternatives = _PLAIN_LEXEMES.get(key)
+            if alternatives is None:
+                alternatives = tuple(self._alternatives(node))
+                if all(type(s) is Lexeme for s in alternatives):
+                    if len(_PLAIN_LEXEMES) >= _MAX_PLAIN_LEXEMES:
+                        _PLAIN_LEXEMES.clear()  # (lexemes, quick to make again; one call, safe across threads)
+                    _PLAIN_LEXEMES[key] = alternatives
             # One rule per grammar for the types of several such schemas.
-            return self._cached(("plain", scalar), lambda: self._union(plain))
+            return self._cached(("plain", key), lambda: self._union(alternatives))
         if (strings := self.logic.plain_strings(node)) is not None:
             term = StrTerm(values=strings)
             return self._cached(("str", term), lambda: self.string_symbol(term))
-        if (leaf := self.logic.plain_leaf(node)) is not None:
-            key = (leaf, self.s)
-            found = _PLAIN_LEAVES.get(key, _MISSING)
-            if found is _MISSING:
-                found = self._union(self._alternatives(node))
-                if found is None or type(found) is Lexeme:
-                    if len(_PLAIN_LEAVES) >= _MAX_PLAIN_LEAVES:
-                        _PLAIN_LEAVES.clear()  # (lexemes, quick to make again; one call, safe across threads)
-                    _PLAIN_LEAVES[key] = found
-            return found
         if (array := self.logic.plain_array(node)) is not None:
             return self._plain_array(*array)
         if (branches := self.logic.plain_branches(node)) is not None:

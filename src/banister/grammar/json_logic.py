@@ -1359,24 +1359,29 @@ class Logic:
         return None if pointer == node[0][1] else loc_node(pointer)
 
     def plain_leaf(self, node: Node) -> tuple | None:
-        """A key naming what ``node`` admits when it is one schema of a string, number or integer type
-        that says only some of that type's own constraints (``{"type": "integer", "minimum": 0}``,
-        ``{"type": "string", "maxLength": 255}``): its type, those keywords with their values (and the
-        values' Python types, so ``1`` and ``true`` differ), the draft and the format options. Equal
-        keys admit the same strings or numbers in any document; None for any other node."""
+        """A key naming what ``node`` admits when it is one schema of scalar types that says only some of
+        the string, number or integer types' own constraints (``{"type": "integer", "minimum": 0}``,
+        ``{"type": ["string", "null"], "maxLength": 255}``): its types, those keywords with their values
+        (and the values' Python types, so ``1`` and ``true`` differ), the draft and the format options.
+        Equal keys admit the same values in any document; None for any other node."""
         one = self._one_schema(node)
         if one is None:
             return None
         loc, keys = one
         schema = loc.schema
         kind = schema.get("type")
-        own = _LEAF_KEYWORDS.get(kind) if type(kind) is str else None
-        if own is None or not keys or not own.issuperset(keys):
+        if type(kind) is list and all(type(k) is str for k in kind):
+            kinds = tuple(sorted(set(kind)))
+        else:
+            kinds = (kind,) if type(kind) is str else ()
+        if not keys or not _SCALAR_TYPES.issuperset(kinds):
+            return None
+        if not keys.issubset(frozenset().union(*(_LEAF_KEYWORDS.get(k, ()) for k in kinds))):
             return None
         values = tuple((k, type(schema[k]).__name__, schema[k]) for k in sorted(keys))
         if not all(type(v) in (str, int, float, bool) for _, _, v in values):
             return None  # (the full expansion says what is wrong)
-        return kind, values, loc.draft, self.opts.unsupported_formats, self.opts.unknown_formats
+        return kinds, values, loc.draft, self.opts.unsupported_formats, self.opts.unknown_formats
 
     def plain_object(self, node: Node) -> ObjTerm | None:
         """The object term when ``node`` is one schema that says only that its value is an object with
