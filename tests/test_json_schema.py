@@ -499,14 +499,21 @@ def test_schemas_with_identifiers_and_definitions_match_a_validator(value_schema
 
 
 def test_schemas_that_hold_themselves_through_shortcuts():
-    # An array of itself (its items a reference to it) meets itself inside its own shortcut: it is
-    # compiled from the work list, as any recursive node. An anyOf that refers to itself with no
+    # An array of itself (its items a reference to it, directly or through a union) meets itself
+    # inside its own shortcut: it is compiled from the work list, as any recursive node. An anyOf that refers to itself with no
     # schema in between is refused, as the full expansion refuses it.
-    nested = {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"}
-    validator = jsonschema.validators.validator_for(nested)(nested)
-    grammar = json_schema_to_grammar(nested)
-    for value in [[], [[]], [[], [[[]]]], [1], [[1]], {}, None]:
-        assert matches(grammar, json.dumps(value)) is validator.is_valid(value), value
+    itself = {"$ref": "#/$defs/a"}
+    for definition in [
+        {"type": "array", "items": itself},
+        {"type": "array", "items": {"anyOf": [itself, {"type": "integer"}]}},
+        {"anyOf": [{"type": "null"}, {"type": "array", "items": itself}]},
+        {"oneOf": [{"type": "integer"}, {"type": "array", "items": itself, "maxItems": 2}]},
+    ]:
+        nested = {"$defs": {"a": definition}, **itself}
+        validator = jsonschema.validators.validator_for(nested)(nested)
+        grammar = json_schema_to_grammar(nested)
+        for value in [[], [[]], [[], [[[]]]], [1], [[1]], [1, [2, None]], [[], [], []], {}, None, 3]:
+            assert matches(grammar, json.dumps(value)) is validator.is_valid(value), (definition, value)
     loop = {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"}
     with pytest.raises(SchemaError, match="cycle"):
         json_schema_to_grammar(loop)
