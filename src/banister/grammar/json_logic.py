@@ -1442,10 +1442,10 @@ class Logic:
         for node in nodes:
             schema = self.doc.location((self.pure_ref(node) or node)[0][1]).schema
             kind = schema.get("type") if type(schema) is dict else None
-            kinds = [kind] if type(kind) is str else kind if type(kind) is list else None
-            if not kinds or not all(type(k) is str for k in kinds):
+            listed = [kind] if type(kind) is str else kind if type(kind) is list else []
+            if not listed or not all(type(k) is str for k in listed):
                 return False
-            kinds = {"number" if k == "integer" else k for k in kinds}
+            kinds = {"number" if k == "integer" else k for k in listed}
             if not seen.isdisjoint(kinds):
                 return False
             seen.update(kinds)
@@ -1455,7 +1455,7 @@ class Logic:
         """Whether ``node`` (or what it refers to) is a plain object (:meth:`plain_object`) that admits
         no property it does not declare."""
         node = self.pure_ref(node) or node
-        return self.plain_object(node) is not None and self._one_schema(node)[0].schema.get(  # type: ignore[index]
+        return self.plain_object(node) is not None and self.doc.location(node[0][1]).schema.get(
             "additionalProperties") is False
 
     # -- emptiness (sound: True only when provably empty)

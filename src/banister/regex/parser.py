@@ -370,17 +370,20 @@ class _Parser:
         return value
 
     def char_class(self) -> CharSet:
+        """``[...]`` at ``pos``, the node of every earlier parse of the same text (``_classes``)."""
         whole = _CLASS_TEXT.match(self.text, self.pos)
-        key = (whole.group(), self.ignore_case) if whole is not None else None
-        found = _classes.get(key) if key is not None else None
+        if whole is None:  # unterminated: the full parse says where
+            return self._char_class()
+        key = (whole.group(), self.ignore_case)
+        found = _classes.get(key)
         if found is None:
             found = self._char_class()
-            if key is not None and self.pos == whole.end():  # type: ignore[union-attr]
+            if self.pos == whole.end():
                 if len(_classes) >= _MAX_CLASSES:
                     _classes.clear()
                 _classes[key] = found
         else:
-            self.pos = whole.end()  # type: ignore[union-attr]
+            self.pos = whole.end()
         return found
 
     def _char_class(self) -> CharSet:
