@@ -1385,10 +1385,10 @@ class Logic:
 
     def plain_object(self, node: Node) -> ObjTerm | None:
         """The object term when ``node`` is one schema that says only that its value is an object with
-        ``properties``, ``required`` and ``additionalProperties`` (and keywords of the document that
-        constrain nothing here, ``$schema`` and definitions): its one shape is that term, with nothing
-        to intersect or prune. (A required property that admits nothing leaves the object without
-        text; the grammar's trimming finds it.) Memoised by node."""
+        ``properties``, ``required`` and ``additionalProperties`` (and keywords of the document, which
+        constrain nothing here: ``$schema``, definitions, identifiers): its one shape is that term,
+        with nothing to intersect or prune. (A required property that admits nothing leaves the object
+        without text; the grammar's trimming finds it.) Memoised by node."""
         if node in self._plain_objects:
             return self._plain_objects[node]
         one = self._one_schema(node)
