@@ -671,15 +671,15 @@ def _clear(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> Non
         out[index] &= ~words
 
 
-_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[str, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes]
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes]
 _vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
 _vocab_caches_lock = threading.Lock()
 
 
 def _walk_caches(vocab: Vocabulary) -> _WalkCaches:
     """The walks of one vocabulary, shared by all its grammars (lexemes and contexts recur across
-    schemas): context walks by key, lexeme walks by (pattern, DFA state, roots), and the trie by first
-    byte."""
+    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), and the trie by
+    first byte."""
     with _vocab_caches_lock:
         caches = _vocab_caches.get(vocab)
         if caches is None:
