@@ -850,9 +850,8 @@ class Logic:
         kinds = ALL_TYPES
         integer = plain = False
         if "type" in s:
-            raw = s["type"]
-            names = [raw] if isinstance(raw, str) else raw
-            if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+            names = _type_names(s["type"])
+            if names is None:
                 raise SchemaError("type must be a type name or a list of them", p, "type")
             bad = [t for t in names if t not in _TYPE_NAMES]
             if bad:
@@ -1274,7 +1273,7 @@ class Logic:
             kind = schema.get("type")
             if type(kind) is str:
                 return (kind, loc.draft) if kind in _SCALAR_TYPES else None
-            names = kind if type(kind) is list else ()
+            names = _type_names(kind) or []
         elif keys == {"anyOf"} and "type" not in schema:
             branches = schema["anyOf"]
             if type(branches) is not list or not all(
@@ -1284,7 +1283,7 @@ class Logic:
             names = [b["type"] for b in branches]
         else:
             return None
-        if not names or not all(type(n) is str and n in _SCALAR_TYPES for n in names):
+        if not names or not _SCALAR_TYPES.issuperset(names):
             return None  # (an empty or a bad list: the full expansion says what is wrong)
         kinds = frozenset(names)
         return (next(iter(kinds)) if len(kinds) == 1 else kinds, loc.draft)
@@ -1369,11 +1368,7 @@ class Logic:
             return None
         loc, keys = one
         schema = loc.schema
-        kind = schema.get("type")
-        if type(kind) is list and all(type(k) is str for k in kind):
-            kinds = tuple(sorted(set(kind)))
-        else:
-            kinds = (kind,) if type(kind) is str else ()
+        kinds = tuple(sorted(set(_type_names(schema.get("type")) or ())))
         if not keys or not _SCALAR_TYPES.issuperset(kinds):
             return None
         if not keys.issubset(frozenset().union(*(_LEAF_KEYWORDS.get(k, ()) for k in kinds))):
@@ -1441,9 +1436,8 @@ class Logic:
         seen: set[str] = set()
         for node in nodes:
             schema = self.doc.location((self.pure_ref(node) or node)[0][1]).schema
-            kind = schema.get("type") if type(schema) is dict else None
-            listed = [kind] if type(kind) is str else kind if type(kind) is list else []
-            if not listed or not all(type(k) is str for k in listed):
+            listed = _type_names(schema.get("type")) if type(schema) is dict else None
+            if not listed:
                 return False
             kinds = {"number" if k == "integer" else k for k in listed}
             if not seen.isdisjoint(kinds):
@@ -1776,6 +1770,12 @@ def _has_applicators(schema: dict, key: str) -> bool:
     if key == "unevaluatedItems":
         applicators.add("contains")
     return bool(applicators & schema.keys())
+
+
+def _type_names(raw: Any) -> list[str] | None:
+    """The names a ``type`` keyword lists (one name, or a list of them); None when it is neither."""
+    names = [raw] if isinstance(raw, str) else raw
+    return names if isinstance(names, list) and all(isinstance(t, str) for t in names) else None
 
 
 def _declares_object(t: Any) -> bool:
