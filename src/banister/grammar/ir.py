@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, TypeVar
+from typing import Literal, NamedTuple, Protocol, TypeVar
 
 from banister.errors import GrammarError
 
@@ -41,12 +41,26 @@ Symbol = Lexeme | Ref
 Alternative = tuple[Symbol, ...]
 
 
+class Expander(Protocol):
+    """What builds a grammar's pending rules when a parser first needs them (see ``Grammar.expander``)."""
+
+    def expand(self, name: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
+        """The rules that define pending rule ``name``: its alternatives and every rule they reach that
+        the grammar does not have yet (pending ones among them, with no alternatives), and the lexemes
+        they use that it does not have yet. Called once per pending rule."""
+
+
 @dataclass(frozen=True)
 class Grammar:
     """Rules (nonterminal -> alternatives, each a sequence of symbols) and the start nonterminal.
 
     ``trimmed`` is a front end's promise that every rule derives some text and is reachable from the
     start, and every lexeme matches some text: the parser then skips its own useless-symbol pass.
+
+    A trimmed grammar may leave rules ``pending``: listed with no alternatives yet, which its
+    ``expander`` builds when a parser first predicts them (the JSON front end leaves plain nested
+    objects and arrays so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
+    each derives some text once built.
     """
 
     rules: Mapping[str, tuple[Alternative, ...]]
@@ -55,6 +69,8 @@ class Grammar:
     lexemes: tuple[Lexeme, ...] = field(init=False)
     size: int = field(init=False, repr=False, compare=False)
     """Symbols over all alternatives (each counts one more): the measure that grammar-size limits apply to."""
+    pending: frozenset[str] = field(init=False, repr=False, compare=False)
+    expander: Expander | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.start not in self.rules:
@@ -74,14 +90,17 @@ class Grammar:
                         raise GrammarError(f"rule {name!r} refers to undefined rule {sym.name!r}")
         object.__setattr__(self, "lexemes", tuple(seen))
         object.__setattr__(self, "size", size)
+        object.__setattr__(self, "pending", frozenset())
+        object.__setattr__(self, "expander", None)
 
     @classmethod
     def from_trimmed(cls, rules: Mapping[str, tuple[Alternative, ...]], start: str, lexemes: tuple[Lexeme, ...],
-                     size: int) -> Grammar:
+                     size: int, pending: frozenset[str] = frozenset(), expander: Expander | None = None) -> Grammar:
         """A grammar a front end has trimmed (see ``trimmed``) and counted as it went: its lexemes in order
         of first use over ``rules`` and its size. Taken as given, not walked and checked again."""
         self = object.__new__(cls)
-        for name, value in (("rules", rules), ("start", start), ("trimmed", True), ("lexemes", lexemes), ("size", size)):
+        for name, value in (("rules", rules), ("start", start), ("trimmed", True), ("lexemes", lexemes), ("size", size),
+                            ("pending", pending), ("expander", expander)):
             object.__setattr__(self, name, value)
         return self
 

@@ -10,6 +10,8 @@ each lexeme the parser expects leads somewhere acceptance is reachable.
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Sequence
 
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol, least_derived
@@ -22,6 +24,10 @@ class EarleyTables:
     """The grammar in integer form, shared by every parse of it.
 
     ``empty_lexemes`` are lexemes whose regex matches nothing; alternatives using them are dropped.
+
+    A grammar's pending rules (``Grammar.pending``) are built by its expander when a prediction first
+    reaches them (:meth:`predicts`): the tables grow, and what they held stays as it was, so every
+    state and memo made before stays valid.
     """
 
     def __init__(self, grammar: Grammar, empty_lexemes: frozenset[Lexeme] = frozenset(), *,
@@ -29,6 +35,14 @@ class EarleyTables:
         if grammar.size > max_symbols:
             raise LimitError(f"grammar has {grammar.size} symbols, more than {max_symbols}", "max_grammar_symbols")
         rules_int, self.lexemes, names = _int_rules(grammar, empty_lexemes)
+        self._expander = grammar.expander
+        if self._expander is not None:
+            self._code = {name: i for i, name in enumerate(names)}
+            self._lexeme_code = {lex: j for j, lex in enumerate(self.lexemes)}
+            self._pending = {self._code[name] for name in grammar.pending if name in self._code}
+            self._size = grammar.size
+            self._max_symbols = max_symbols
+            self._expanding = threading.Lock()
         # Dotted items: next symbol (None = complete), lhs, and the first dotted id of each alternative.
         # Kept as tuples of ints, which the garbage collector stops scanning after one look (a big
         # schema's are hundreds of thousands long, and a list is scanned again by every collection).
@@ -45,26 +59,36 @@ class EarleyTables:
             alt_starts.append(tuple(starts))
         if len(next_symbol) > _DOT_MASK:
             raise LimitError(f"grammar has {len(next_symbol)} items, more than {_DOT_MASK}", "max_grammar_symbols")
-        self.next_symbol: tuple[int | None, ...] = tuple(next_symbol)
-        self.lhs: tuple[int, ...] = tuple(lhs)
-        self.alt_starts: tuple[tuple[int, ...], ...] = tuple(alt_starts)
+        # (Lists where pending rules will add to them in place, see _expand.)
+        self.next_symbol: Sequence[int | None] = tuple(next_symbol) if grammar.expander is None else next_symbol
+        self.lhs: Sequence[int] = tuple(lhs) if grammar.expander is None else lhs
+        self.alt_starts: Sequence[tuple[int, ...]] = tuple(alt_starts) if grammar.expander is None else alt_starts
         start_id = len(names)  # the augmented start S' -> start, last
         self.start_nt = start_id
         self.start_done = self.alt_starts[start_id][0] + 1  # S' -> start .
         # Only a rule with an empty alternative starts the nullable set (JSON grammars have none).
         has_empty = not all(map(len, itertools.chain.from_iterable(rules_int)))
         self.nullable = _least_rules(rules_int, ()) if has_empty else frozenset()
-        self.rule_names = names + ["<start>"]
+        self.rule_names = names + ["<start>"]  # (pending rules' are appended after it when built)
         self._predicts: dict[int, frozenset[int]] = {}
 
+    @property
+    def pending(self) -> int:
+        """How many of the grammar's pending rules are not built yet."""
+        return len(self._pending) if self._expander is not None else 0
+
     def predicts(self, nonterminal: int) -> frozenset[int]:
-        """Dotted items added when ``nonterminal`` is predicted: transitively, advanced over nullables."""
+        """Dotted items added when ``nonterminal`` is predicted: transitively, advanced over nullables
+        (pending rules met on the way are built first)."""
         hit = self._predicts.get(nonterminal)
         if hit is None:
             hit = self._predicts[nonterminal] = self._prediction_closure(nonterminal)
         return hit
 
     def _prediction_closure(self, nonterminal: int) -> frozenset[int]:
+        pending = self._pending if self._expander is not None else ()
+        if nonterminal in pending:
+            self._expand(nonterminal)
         seen_nt = {nonterminal}
         items: set[int] = set()
         agenda = list(self.alt_starts[nonterminal])
@@ -77,10 +101,56 @@ class EarleyTables:
             if sym is not None and sym >= 0:
                 if sym not in seen_nt:
                     seen_nt.add(sym)
+                    if sym in pending:
+                        self._expand(sym)
                     agenda.extend(self.alt_starts[sym])
                 if sym in self.nullable:
                     agenda.append(d + 1)
         return frozenset(items)
+
+    def _expand(self, nonterminal: int) -> None:
+        """Build pending rule ``nonterminal``: the rules and lexemes its grammar's expander gives are
+        numbered after those the tables hold (``LimitError`` past ``max_symbols``)."""
+        with self._expanding:
+            if nonterminal not in self._pending:
+                return  # (another thread built it)
+            rules, lexemes = self._expander.expand(self.rule_names[nonterminal])  # type: ignore[union-attr]
+            code, lexeme_code, names = self._code, self._lexeme_code, self.rule_names
+            for name in rules:
+                if name not in code:
+                    code[name] = len(names)
+                    names.append(name)
+            new_lexemes = tuple(lex for lex in lexemes if lex not in lexeme_code)
+            for lex in new_lexemes:
+                lexeme_code[lex] = len(lexeme_code)
+
+            def number(sym: Symbol) -> int:
+                return code[sym.name] if type(sym) is Ref else -1 - lexeme_code[sym]  # type: ignore[index]
+
+            next_symbol, lhs, alt_starts = self.next_symbol, self.lhs, self.alt_starts
+            assert isinstance(next_symbol, list) and isinstance(lhs, list) and isinstance(alt_starts, list)
+            alt_starts += [()] * (len(names) - len(alt_starts))
+            grown = 0
+            for name, alternatives in rules.items():
+                nt = code[name]
+                starts = []
+                for alt in alternatives:
+                    starts.append(len(next_symbol))
+                    next_symbol.extend(map(number, alt))
+                    next_symbol.append(None)
+                    grown += len(alt) + 1
+                lhs.extend([nt] * (len(next_symbol) - len(lhs)))
+                alt_starts[nt] = tuple(starts)
+                if not alternatives:
+                    self._pending.add(nt)
+                elif not all(alternatives):
+                    raise GrammarError(f"internal: the deferred rule {name!r} derives the empty string")
+            self._size += grown
+            if self._size > self._max_symbols or len(next_symbol) > _DOT_MASK:
+                raise LimitError(f"grammar grew to {self._size} symbols, more than {self._max_symbols}",
+                                 "max_grammar_symbols")
+            self.lexemes = (*self.lexemes, *new_lexemes)
+            self._pending.discard(nonterminal)
 
 
 class _Predicted:
@@ -330,7 +400,8 @@ def _int_rules(grammar: Grammar, empty_lexemes: frozenset[Lexeme]
         encoded.append([(start,)])
         return encoded, all_lexemes, all_names
     empty = frozenset(code[lex] for lex in empty_lexemes if lex in code)
-    productive = _least_rules(encoded, empty)
+    pending = {code[Ref(name)] for name in grammar.pending}  # (they derive text once built)
+    productive = _least_rules([[()] if i in pending else alts for i, alts in enumerate(encoded)], empty)
     if start not in productive:
         raise GrammarError(f"the start rule {grammar.start!r} derives no text at all")
 

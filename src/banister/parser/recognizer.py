@@ -26,6 +26,7 @@ from types import MappingProxyType
 import numpy as np
 
 from banister.automaton import _WHOLE_TRIE, walk_tokens
+from banister.errors import GrammarError
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
 from banister.parser.earley import _MISSING, EarleyParser, EarleyTables, ParseState
@@ -94,9 +95,21 @@ class GrammarAutomaton:
         """The lexer context of the lexemes ``parse`` expects (shared across grammars by pattern set)."""
         ctx = self._contexts.get(parse.expected)
         if ctx is None:
+            if len(self._patterns) < len(self.tables.lexemes):
+                self._add_lexemes()
             patterns = frozenset(self._patterns[i] for i in parse.expected)
             ctx = self._contexts[parse.expected] = lexer_context(patterns, self._max_states)
         return ctx
+
+    def _add_lexemes(self) -> None:
+        """Number the lexemes the parser's tables gained when they built pending rules (each is checked
+        as a compile checks its lexemes: one that matches nothing breaks the front end's promise)."""
+        with _adding_lexemes:
+            for lex in self.tables.lexemes[len(self._patterns):]:
+                if lexeme_is_empty(lex.pattern, self._max_states):
+                    raise GrammarError(f"internal: the deferred lexeme {lex.pattern[:80]!r} matches nothing")
+                self._lexeme_id[lex.pattern] = len(self._patterns)
+                self._patterns.append(lex.pattern)
 
     def _scan(self, parse: ParseState, ctx: LexerContext, aid: int) -> ParseState | None:
         """The parse after the lexemes of accept set ``aid`` of ``ctx`` matched."""
@@ -401,6 +414,9 @@ class GrammarAutomaton:
             crossings = by_first.not_starting_with(crossings, differing)
             nodes = np.sort(np.concatenate([crossings, nodes]))
         return _take(scratch), nodes
+
+
+_adding_lexemes = threading.Lock()  # (rare: once per batch of deferred rules, in any grammar)
 
 
 def _group(aid: int, nodes: np.ndarray) -> tuple[int, np.ndarray, bytes]:
