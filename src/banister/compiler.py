@@ -117,7 +117,11 @@ class Compiler:
             text = schema if isinstance(schema, str) else schema_text(schema)
             return text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
 
-        return self._cached("json_schema", key, lambda: self._grammar_automaton(json_schema_to_grammar(schema, **options)))
+        # Nested parts are left for the first masks that need them, unless the grammar is stored whole
+        # in the warm cache.
+        defer = self.warm_cache is None
+        return self._cached("json_schema", key,
+                            lambda: self._grammar_automaton(json_schema_to_grammar(schema, defer=defer, **options)))
 
     def json(self, **options: Any) -> CompiledGrammar:
         """Compile JSON mode: any JSON value (the schema ``{}``), nested to any depth (or at most ``max_nesting``)."""

@@ -9,6 +9,7 @@ into a dead end) and rules with one single-symbol alternative are inlined.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -23,7 +24,7 @@ import numpy as np
 
 from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
-from banister.grammar.ir import Alternative, Grammar, Lexeme, Ref, Symbol, least_derived
+from banister.grammar.ir import Alternative, Expander, Grammar, Lexeme, Ref, Symbol, least_derived
 from banister.grammar.json_automata import CharDFA
 from banister.grammar.json_logic import (
     ALL_TYPES,
@@ -94,6 +95,9 @@ class BuildOptions:
     max_nesting: int | None
     settings: SchemaSettings
     deadline: float
+    defer: bool = False
+    """Leave plain nested objects and arrays pending (see ``Logic.deferrable``), built when a parser
+    first needs them: the grammar's ``expander`` is the builder."""
 
 
 Piece = tuple[Symbol, ...]
@@ -109,9 +113,18 @@ class _Rules:
         self._lexemes: dict[str, Lexeme | None] = {}
         self._size = 0
         self._settings = settings
+        # What finish and extend have settled: the rules known to derive text, those inlined away (by
+        # name), those in the grammar so far (and its lexemes), and the rules made since.
+        self._settled: dict[str, list[Alternative]] = {}
+        self._alias: dict[str, Symbol] = {}
+        self._emitted: set[str] = set()
+        self._emitted_lexemes: set[Lexeme] = set()
+        self._new: list[str] = []
 
     def fresh(self, prefix: str) -> str:
-        return f"{prefix}#{next(self._names)}"
+        name = f"{prefix}#{next(self._names)}"
+        self._new.append(name)
+        return name
 
     def define(self, name: str, alternatives: Iterable[Iterable[Symbol | None]]) -> None:
         """Define ``name``; alternatives holding a None (an empty language) are dropped."""
@@ -152,13 +165,16 @@ class _Rules:
         self._lexemes[pattern] = found
         return found
 
-    def finish(self, start: Symbol | None) -> Grammar:
-        """The grammar from ``start``: unproductive and unreachable rules removed, unit rules inlined."""
+    def finish(self, start: Symbol | None, pending: Iterable[str] = (), expander: Expander | None = None) -> Grammar:
+        """The grammar from ``start``: unproductive and unreachable rules removed, unit rules inlined.
+        Rules ``pending`` (declared, no alternatives yet) count as deriving text and stay pending, for
+        ``expander`` to build (:meth:`extend`)."""
         if start is None:
             return Grammar({"start": ()}, "start")
         rules = dict(self.rules)
         rules["start"] = [(start,)]
-        productive, complete = _productive(rules)
+        waiting = frozenset(pending)
+        productive, complete = _productive({**rules, **{name: [()] for name in waiting}} if waiting else rules)
         if "start" not in productive:
             return Grammar({"start": ()}, "start")
         if complete:
@@ -169,11 +185,52 @@ class _Rules:
                 for name, alts in rules.items()
                 if name in productive
             }
-        # Inline rules with a single one-symbol alternative.
-        alias: dict[str, Symbol] = {}
-        for name, alts in kept.items():
-            if len(alts) == 1 and len(alts[0]) == 1 and name != "start":
-                alias[name] = alts[0][0]
+        self._settled, self._alias, self._new = kept, _unit_rules(kept, {"start"}), []
+        out, lexemes, size = self._emit("start")
+        waiting = waiting.intersection(out)
+        return Grammar.from_trimmed(out, "start", lexemes, size, waiting, expander if waiting else None)
+
+    def extend(self, name: str, pending: Iterable[str]) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
+        """What pending rule ``name``, defined since, adds to the grammar :meth:`finish` made (see
+        ``Expander.expand``): its rules and the rules they reach that the grammar lacks, trimmed and
+        inlined as :meth:`finish` does, with the lexemes they bring. The rules still ``pending`` count
+        as deriving text."""
+        waiting = frozenset(pending)
+        batch = {n: self.rules[n] for n in (name, *self._new)}
+        settled, alias = self._settled, self._alias
+
+        def needs(alt: Alternative) -> list[str] | None:
+            """The batch's rules ``alt`` waits for; None when it refers to a rule that derives nothing."""
+            out = []
+            for s in alt:
+                if type(s) is Ref:
+                    if s.name in batch:
+                        if s.name not in waiting:
+                            out.append(s.name)
+                    elif s.name not in settled and s.name not in alias:
+                        return None
+            return out
+
+        waits = {n: [needs(alt) for alt in alts] for n, alts in batch.items()}
+        productive = least_derived([(n, found) for n, each in waits.items() for found in each if found is not None]
+                                   + [(n, []) for n in waiting if n in batch])
+        if name not in productive:
+            raise GrammarError(f"internal: the deferred rule {name!r} derives no text")
+        kept = {
+            n: [alt for alt, found in zip(batch[n], waits[n]) if found is not None and productive.issuperset(found)]
+            for n in batch
+            if n in productive
+        }
+        settled.update(kept)
+        alias.update(_unit_rules(kept, waiting | {name}))
+        self._new = []
+        out, lexemes, _ = self._emit(name)
+        return out, lexemes
+
+    def _emit(self, root: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...], int]:
+        """The settled rules reachable from ``root`` that the grammar does not hold yet (``root`` itself
+        always), references to inlined rules resolved, with the lexemes new to it and their size."""
+        alias, rules = self._alias, self._settled
 
         def resolve(sym: Symbol) -> Symbol:
             seen = 0
@@ -182,15 +239,16 @@ class _Rules:
                 seen += 1
             return sym
 
+        emitted, known = self._emitted, self._emitted_lexemes
         out: dict[str, tuple[Alternative, ...]] = {}
         lexemes: dict[Lexeme, None] = {}
         size = 0
-        todo = ["start"]
+        todo = [root]
         while todo:
             name = todo.pop()
-            if name in out:
+            if name in out or (name in emitted and name != root):
                 continue
-            alts = kept[name]
+            alts = rules[name]
             if alias:
                 resolved = []
                 for alt in alts:
@@ -209,10 +267,17 @@ class _Rules:
                     if type(s) is Ref:
                         if s.name not in out:
                             todo.append(s.name)
-                    else:
+                    elif s not in known:
                         lexemes[s] = None
-        # Productive (above), reachable (this walk), lexemes and size counted on the way.
-        return Grammar.from_trimmed(out, "start", tuple(lexemes), size)
+        emitted.update(out)
+        known.update(lexemes)
+        # Productive (checked before), reachable (this walk), lexemes and size counted on the way.
+        return out, tuple(lexemes), size
+
+
+def _unit_rules(rules: dict[str, list[Alternative]], kept: frozenset[str] | set[str]) -> dict[str, Symbol]:
+    """The rules with a single one-symbol alternative (inlined where they are used), but those ``kept``."""
+    return {name: alts[0][0] for name, alts in rules.items() if len(alts) == 1 and len(alts[0]) == 1 and name not in kept}
 
 
 def _text_edges(dfa: CharDFA) -> list[list[tuple[Ranges, int]]]:
@@ -407,6 +472,7 @@ class JsonGrammarBuilder:
         self._nodes: dict[Node, Symbol | None] = {}
         self._entered: set[Node] = set()  # the nodes whose symbols are being made (see symbol)
         self._queue: deque[tuple[Node, str]] = deque()
+        self._pending: dict[str, Node] = {}  # nonterminals left for a parser to ask for (see expand)
         self._cache: dict[Any, Any] = {}
         ws = options.whitespace
         w = "" if ws != "flexible" or options.max_whitespace == 0 else f"[ \\t\\n\\r]{{0,{options.max_whitespace}}}"
@@ -430,15 +496,33 @@ class JsonGrammarBuilder:
 
     def build(self, node: Node) -> Grammar:
         start = self.symbol(node)
+        self._drain()
+        return self.r.finish(start, self._pending, self)
+
+    def expand(self, name: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
+        """Build the node that nonterminal ``name`` was left pending for (``Expander.expand``), within a
+        time limit of its own."""
+        deadline = time.monotonic() + self.s.time_limit_s
+        self.o = dataclasses.replace(self.o, deadline=deadline)
+        self.logic.opts = dataclasses.replace(self.logic.opts, deadline=deadline)
+        self._queue.append((self._pending.pop(name), name))
+        try:
+            self._drain()
+        except RecursionError as err:
+            raise LimitError("the schema is nested too deeply", setting="max_depth") from err
+        return self.r.extend(name, self._pending)
+
+    def _drain(self) -> None:
+        """Compile the nodes of the work list."""
         while True:  # the time is checked at least once: the start may have needed no expansion
             if time.monotonic() > self.o.deadline:
                 raise LimitError("compiling the schema took too long", setting="time_limit_s")
             if not self._queue:
-                return self.r.finish(start)
+                return
             item, name = self._queue.popleft()
             self.r.define(name, ((s,) for s in self._alternatives(item)))
 
-    def symbol(self, node: Node) -> Symbol | None:
+    def symbol(self, node: Node, value: bool = False) -> Symbol | None:
         """The symbol of a node; None when it admits nothing. A node whose shapes hold no further node
         (a string, a number, an enum...) is compiled now, its one symbol used as it is; any other gets
         a nonterminal, compiled later from the work list (the way a recursive schema's nodes refer to
@@ -446,7 +530,9 @@ class JsonGrammarBuilder:
         strings, a leaf's own constraints, an array of one item schema, an object of properties, an
         ``anyOf`` or ``oneOf`` alone) take shortcuts past the logic's shapes: see ``Logic.pure_ref`` and
         ``Logic.plain_*``. A node met again inside its own shortcut (an array of itself) is compiled
-        from the work list."""
+        from the work list. With ``defer``, a property's ``value`` that ``Logic.deferrable`` accepts is
+        left pending: a parser predicts it only once its key is written, so the first masks never need it
+        (an item or a branch may be predicted at a document's first byte)."""
         if node == FALSE:
             return None
         if node == TRUE:
@@ -455,6 +541,8 @@ class JsonGrammarBuilder:
             return self._nodes[node]
         if node in self._entered:
             return self._deferred(node)
+        if value and self.o.defer and self.logic.deferrable(node):
+            return self._deferred(node, later=True)
         self._entered.add(node)
         try:
             found = self._compiled(node)
@@ -492,11 +580,15 @@ class JsonGrammarBuilder:
             return self._union(self._alternatives(node))
         return self._deferred(node)
 
-    def _deferred(self, node: Node) -> Ref:
-        """A nonterminal for ``node``, compiled later from the work list."""
+    def _deferred(self, node: Node, later: bool = False) -> Ref:
+        """A nonterminal for ``node``, compiled later from the work list (``later``: when a parser
+        first needs it, see :meth:`expand`)."""
         found = self._nodes[node] = Ref(self.r.fresh("node"))
         self.r.rules.setdefault(found.name, [])
-        self._queue.append((node, found.name))
+        if later:
+            self._pending[found.name] = node
+        else:
+            self._queue.append((node, found.name))
         return found
 
     def _plain_array(self, items: Node, low: int, high: int | None) -> Symbol | None:
@@ -1047,7 +1139,7 @@ class JsonGrammarBuilder:
     def _member(self, name: str, node: Node) -> Piece | None:
         """``"name": value``, written into the object's rules (a rule of its own would cost the parser
         one more item to predict and complete per member)."""
-        value = self.symbol(node)
+        value = self.symbol(node, value=True)
         return None if value is None else (self._lex(json_strings([name]) or ""), self.colon, value)
 
     def _any_order(

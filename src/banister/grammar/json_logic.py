@@ -1252,6 +1252,21 @@ class Logic:
         self._one_schemas[node] = found
         return found
 
+    def deferrable(self, node: Node) -> bool:
+        """Whether ``node`` is one schema of an object with properties or an array of items that can be
+        compiled when a parser first needs it: it and every schema under it say nothing but ``type``,
+        ``properties``, ``required`` (of names it declares), ``additionalProperties``, ``items``,
+        ``enum`` (of scalars of its types) and annotations, within ``_DEFERRED_SIZE``. Such a node
+        admits some value (``{}`` with its required properties, ``[]``), and compiling it can neither
+        fail nor find it empty, so nothing the grammar allows before it is a dead end."""
+        one = self._one_schema(node)
+        if one is None:
+            return False
+        schema = one[0].schema
+        kind = schema.get("type")
+        nested = kind in ("object", "array") or (type(kind) is list and ("object" in kind or "array" in kind))
+        return nested and bool(schema.get("properties") or schema.get("items")) and _deferrable(schema, 0)
+
     def plain_any(self, node: Node) -> bool:
         """Whether ``node`` is one schema that says nothing about its value: no ``type`` and no keyword
         but annotations (``{"description": ...}``); it admits any JSON value."""
@@ -1868,3 +1883,55 @@ def string_dfa(term: StrTerm, *, max_states: int, minimal: bool = True) -> json_
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+_DEFERRED_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
+                            "title", "description", "default", "examples", "$comment"})
+_DEFERRED_SIZE = 64
+"""Most properties, enum values and levels of nesting of a schema :meth:`Logic.deferrable` accepts (each
+limit of the compiler is far above them)."""
+_JSON_TYPE_NAMES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
+
+
+def _scalar_types(value: Any) -> tuple[str, ...]:
+    """The ``type`` names a scalar enum value is valid under (none for an object or array)."""
+    if value is None:
+        return ("null",)
+    if type(value) is bool:
+        return ("boolean",)
+    if type(value) is int:
+        return ("integer", "number")
+    if type(value) is float:  # (not "integer": drafts disagree on 1.0)
+        return ("number",)
+    return ("string",) if type(value) is str else ()
+
+
+def _deferrable(schema: Any, depth: int) -> bool:
+    """The test of :meth:`Logic.deferrable` on a schema and everything under it."""
+    if schema is True:
+        return True
+    if type(schema) is not dict or depth > _DEFERRED_SIZE or not _DEFERRED_KEYS.issuperset(schema):
+        return False
+    kind = schema.get("type", list(_JSON_TYPE_NAMES))
+    kinds = [kind] if type(kind) is str else kind
+    if type(kinds) is not list or not kinds or not _JSON_TYPE_NAMES.issuperset(kinds):
+        return False
+    if "enum" in schema:
+        values = schema["enum"]
+        if type(values) is not list or not 0 < len(values) <= _DEFERRED_SIZE or not all(
+            any(t in kinds for t in _scalar_types(v)) for v in values
+        ):
+            return False
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    items = schema.get("items", True)
+    return (
+        type(properties) is dict
+        and len(properties) <= _DEFERRED_SIZE
+        and type(required) is list
+        and all(type(name) is str and name in properties for name in required)
+        and (type(extra) is bool or _deferrable(extra, depth + 1))
+        and _deferrable(items, depth + 1)
+        and all(_deferrable(value, depth + 1) for value in properties.values())
+    )

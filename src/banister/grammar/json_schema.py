@@ -62,6 +62,7 @@ def json_schema_to_grammar(
     unsupported_formats: Literal["error", "ignore"] = "error",
     unknown_formats: Literal["error", "ignore"] = "ignore",
     settings: SchemaSettings | None = None,
+    defer: bool = False,
 ) -> Grammar:
     """The grammar of the JSON texts valid under ``schema`` (a dict, a boolean, or JSON text).
 
@@ -74,6 +75,10 @@ def json_schema_to_grammar(
     ``unsupported_formats`` ``"ignore"`` treats the formats the specification defines but banister
     cannot enforce as annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
     names the specification does not define. Raises SchemaError or LimitError.
+
+    ``defer`` leaves nested objects and arrays of the plainest kind (``Logic.deferrable``) pending in the
+    grammar, built when a parser first needs them (``Grammar.expander``): a schema's compile then builds
+    what its first values need, and a part the output never reaches is never built.
     """
     settings = settings or _DEFAULT_SETTINGS
     _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats, unknown_formats)
@@ -100,6 +105,7 @@ def json_schema_to_grammar(
             max_nesting=max_nesting,
             settings=settings,
             deadline=deadline,
+            defer=defer,
         ),
     )
     try:

@@ -1,0 +1,160 @@
+"""Deferred nested parts: a schema compiled with its plainest nested objects and arrays left pending (as
+the Compiler compiles) allows exactly what its whole grammar allows, mask by mask, builds a part only when
+a parser first reaches it, and compiles at once what could be a dead end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_json_schema_helpers import Reorder
+
+from banister import Compiler, Matcher
+from banister.errors import LimitError, SchemaError
+from banister.grammar.json_schema import json_schema_to_grammar
+from banister.parser.recognizer import GrammarAutomaton
+
+DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+if not DATA.exists():
+    DATA = Path("/work/shared/data/maskbench/dev.jsonl.gz")
+MAX_TOKENS = 160
+
+
+def _deferring_records(count: int) -> list[dict]:
+    """MaskBench dev records (a fixed random draw) whose schema leaves some part pending."""
+    with gzip.open(DATA, "rt") as f:
+        records = [json.loads(line) for line in f]
+    found = []
+    for record in random.Random(7).sample(records, len(records)):
+        try:
+            grammar = json_schema_to_grammar(record["schema"], defer=True)
+        except (SchemaError, LimitError):  # a schema banister refuses defers nothing
+            grammar = None
+        if grammar is not None and grammar.pending:
+            found.append(record)
+            if len(found) == count:
+                break
+    return found
+
+
+def _validator(schema):
+    jsonschema = pytest.importorskip("jsonschema")
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="MaskBench data not found")
+def test_masks_are_the_whole_grammars_along_maskbench_instances(gpt2):
+    vocab = gpt2.vocab
+    records = _deferring_records(30)
+    assert len(records) == 30
+    built = 0
+    for record in records:
+        schema = record["schema"]
+        whole = GrammarAutomaton(json_schema_to_grammar(schema), vocab)
+        deferred = GrammarAutomaton(json_schema_to_grammar(schema, defer=True), vocab)
+        left = deferred.tables.pending
+        assert left and not whole.tables.pending
+        validator, reorder = _validator(schema), Reorder(schema)
+        for test in record["tests"]:
+            text = json.dumps(reorder(test["data"]))
+            a, b = whole.initial, deferred.initial
+            tokens = gpt2.encode(text)
+            for token in tokens[:MAX_TOKENS]:
+                assert np.array_equal(whole.token_mask(a), deferred.token_mask(b)), (record["id"], text)
+                data = vocab.token_bytes(token)
+                a, b = whole.advance(a, data), deferred.advance(b, data)
+                assert (a is None) == (b is None), (record["id"], text)
+                if a is None:
+                    break
+            else:
+                if len(tokens) <= MAX_TOKENS:
+                    assert whole.is_accepting(a) == deferred.is_accepting(b)
+                    if validator.is_valid(test["data"]):  # the oracle: valid, in schema order, accepted
+                        assert deferred.is_accepting(b), (record["id"], text)
+        built += left - deferred.tables.pending
+    assert built > 0
+
+
+def test_a_part_the_output_never_reaches_is_never_built(gpt2):
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+            "b": {"type": "array", "items": {"type": "object", "properties": {"y": {"type": "string"}}}},
+        },
+    }
+    compiled = Compiler(gpt2.vocab).json_schema(schema)
+    tables = compiled.automaton.tables  # type: ignore[attr-defined]
+    assert tables.pending == 2
+    matcher = Matcher(compiled)
+    for token in gpt2.encode('{"a": {"x": 1}}'):
+        assert matcher.accept_token(token)
+    assert matcher.is_accepting()
+    assert tables.pending == 1  # "b"'s array, never reached
+    matcher = Matcher(compiled)
+    for token in gpt2.encode('{"a": {}}'):
+        if not matcher.accept_token(token):
+            break
+    else:
+        assert not matcher.is_accepting()  # x is required
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        {"type": "object", "properties": {"x": False}, "required": ["x"]},  # a required property admits nothing
+        {"type": "object", "properties": {"x": {}}, "required": ["y"], "additionalProperties": False},
+        {"type": "object", "properties": {"x": {"type": "string", "enum": [1]}}, "required": ["x"]},
+        {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 0},
+    ],
+)
+def test_a_part_that_may_admit_nothing_is_compiled_at_once(gpt2, inner):
+    """Such a part is no dead end: the keys that lead to it are never allowed."""
+    schema = {"type": "object", "properties": {"a": inner, "b": {"type": "integer"}}}
+    validator = _validator(schema)
+    assert validator.is_valid({"b": 1}) and not validator.is_valid({"a": {}}) and not validator.is_valid({"a": []})
+    compiled = Compiler(gpt2.vocab).json_schema(schema)
+    automaton = compiled.automaton
+    state = automaton.advance(automaton.initial, b'{"')
+    assert automaton.advance(state, b'a"') is None
+    assert automaton.is_accepting(automaton.advance(state, b'b": 1}'))
+    assert automaton.tables.pending == 0  # type: ignore[attr-defined]
+
+
+def test_threads_building_the_same_parts_agree(gpt2):
+    schema = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "object", "properties": {"v": {"type": "integer"}, "w": {"type": "string"}}}
+                       for i in range(12)},
+    }
+    text = json.dumps({f"p{i}": {"v": i, "w": "x" * i} for i in range(12)})
+    tokens = gpt2.encode(text)
+    reference = GrammarAutomaton(json_schema_to_grammar(schema), gpt2.vocab)
+    expected = []
+    state = reference.initial
+    for token in tokens:
+        expected.append(reference.token_mask(state).copy())
+        state = reference.advance(state, gpt2.vocab.token_bytes(token))
+    shared = GrammarAutomaton(json_schema_to_grammar(schema, defer=True), gpt2.vocab)
+    failures: list[str] = []
+
+    def walk() -> None:
+        state = shared.initial
+        for k, token in enumerate(tokens):
+            if not np.array_equal(shared.token_mask(state), expected[k]):
+                failures.append(f"mask {k}")
+            state = shared.advance(state, gpt2.vocab.token_bytes(token))
+
+    threads = [threading.Thread(target=walk) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert shared.tables.pending == 0
