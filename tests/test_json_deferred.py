@@ -58,8 +58,8 @@ def test_masks_are_the_whole_grammars_along_maskbench_instances(gpt2):
         schema = record["schema"]
         whole = GrammarAutomaton(json_schema_to_grammar(schema), vocab)
         deferred = GrammarAutomaton(json_schema_to_grammar(schema, defer=True), vocab)
-        left = deferred.tables.pending
-        assert left and not whole.tables.pending
+        left = deferred.tables.unbuilt
+        assert left and not whole.tables.unbuilt
         validator, reorder = _validator(schema), Reorder(schema)
         for test in record["tests"]:
             text = json.dumps(reorder(test["data"]))
@@ -77,7 +77,7 @@ def test_masks_are_the_whole_grammars_along_maskbench_instances(gpt2):
                     assert whole.is_accepting(a) == deferred.is_accepting(b)
                     if validator.is_valid(test["data"]):  # the oracle: valid, in schema order, accepted
                         assert deferred.is_accepting(b), (record["id"], text)
-        built += left - deferred.tables.pending
+        built += left - deferred.tables.unbuilt
     assert built > 0
 
 
@@ -91,12 +91,12 @@ def test_a_part_the_output_never_reaches_is_never_built(gpt2):
     }
     compiled = Compiler(gpt2.vocab).json_schema(schema)
     tables = compiled.automaton.tables  # type: ignore[attr-defined]
-    assert tables.pending == 2
+    assert tables.unbuilt == 2
     matcher = Matcher(compiled)
     for token in gpt2.encode('{"a": {"x": 1}}'):
         assert matcher.accept_token(token)
     assert matcher.is_accepting()
-    assert tables.pending == 1  # "b"'s array, never reached
+    assert tables.unbuilt == 1  # "b"'s array, never reached
     matcher = Matcher(compiled)
     for token in gpt2.encode('{"a": {}}'):
         if not matcher.accept_token(token):
@@ -124,7 +124,7 @@ def test_a_part_that_may_admit_nothing_is_compiled_at_once(gpt2, inner):
     state = automaton.advance(automaton.initial, b'{"')
     assert automaton.advance(state, b'a"') is None
     assert automaton.is_accepting(automaton.advance(state, b'b": 1}'))
-    assert automaton.tables.pending == 0  # type: ignore[attr-defined]
+    assert automaton.tables.unbuilt == 0  # type: ignore[attr-defined]
 
 
 def test_threads_building_the_same_parts_agree(gpt2):
@@ -157,4 +157,18 @@ def test_threads_building_the_same_parts_agree(gpt2):
     for t in threads:
         t.join()
     assert not failures
-    assert shared.tables.pending == 0
+    assert shared.tables.unbuilt == 0
+
+
+def test_grammars_that_must_be_whole_are_built_whole(gpt2, tmp_path):
+    """A compiler with a warm cache stores its grammars, and key_order="any" may refuse an object only
+    when it is built: both compile every part now; a grammar with pending rules is never stored."""
+    from banister.cache import grammar_to_json
+
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {"type": "integer"}}}}}
+    assert Compiler(gpt2.vocab).json_schema(schema).automaton.tables.unbuilt == 1  # type: ignore[attr-defined]
+    stored = Compiler(gpt2.vocab, cache_dir=tmp_path).json_schema(schema)
+    assert stored.automaton.tables.unbuilt == 0  # type: ignore[attr-defined]
+    assert not json_schema_to_grammar(schema, key_order="any", defer=True).pending
+    with pytest.raises(ValueError, match="pending"):
+        grammar_to_json(json_schema_to_grammar(schema, defer=True))

@@ -302,8 +302,12 @@ def _unpack(data: bytes, key: str) -> bytes | None:
 
 
 def grammar_to_json(grammar: Grammar) -> dict[str, Any]:
-    """A Grammar as plain JSON: a lexeme is ``[pattern]``, a rule reference its name."""
+    """A Grammar as plain JSON: a lexeme is ``[pattern]``, a rule reference its name (ValueError for one
+    with pending rules: not whole)."""
     from banister.grammar.ir import Lexeme
+
+    if grammar.pending:
+        raise ValueError("the grammar has pending rules (compiled with defer): it is not whole")
 
     rules = {
         name: [[[sym.pattern] if isinstance(sym, Lexeme) else sym.name for sym in alt] for alt in alts]

@@ -76,9 +76,10 @@ def json_schema_to_grammar(
     cannot enforce as annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
     names the specification does not define. Raises SchemaError or LimitError.
 
-    ``defer`` leaves nested objects and arrays of the plainest kind (``Logic.deferrable``) pending in the
-    grammar, built when a parser first needs them (``Grammar.expander``): a schema's compile then builds
-    what its first values need, and a part the output never reaches is never built.
+    ``defer`` leaves property values of the plainest kind (``Logic.deferrable``) pending in the grammar,
+    built when a parser first needs them (``Grammar.expander``; with ``key_order="schema"``): a schema's
+    compile then builds what its first values need, and a value the output never reaches is never built.
+    Such a grammar is for a parser (``GrammarAutomaton``), not whole for anything else.
     """
     settings = settings or _DEFAULT_SETTINGS
     _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats, unknown_formats)
@@ -105,7 +106,7 @@ def json_schema_to_grammar(
             max_nesting=max_nesting,
             settings=settings,
             deadline=deadline,
-            defer=defer,
+            defer=defer and key_order == "schema",  # (any order may refuse an object: compile it now)
         ),
     )
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
+from typing import cast
 
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol, least_derived
@@ -35,11 +36,14 @@ class EarleyTables:
         if grammar.size > max_symbols:
             raise LimitError(f"grammar has {grammar.size} symbols, more than {max_symbols}", "max_grammar_symbols")
         rules_int, self.lexemes, names = _int_rules(grammar, empty_lexemes)
+        # Pending rules, and what building them needs (dropped once none is left: the expander holds the
+        # front end's state).
+        self._pending: set[int] = set()
         self._expander = grammar.expander
         if self._expander is not None:
-            self._code = {name: i for i, name in enumerate(names)}
-            self._lexeme_code = {lex: j for j, lex in enumerate(self.lexemes)}
-            self._pending = {self._code[name] for name in grammar.pending if name in self._code}
+            self._code: dict[str, int] = {name: i for i, name in enumerate(names)}
+            self._lexeme_code: dict[Lexeme, int] = {lex: j for j, lex in enumerate(self.lexemes)}
+            self._pending.update(self._code[name] for name in grammar.pending if name in self._code)
             self._size = grammar.size
             self._max_symbols = max_symbols
             self._expanding = threading.Lock()
@@ -73,9 +77,9 @@ class EarleyTables:
         self._predicts: dict[int, frozenset[int]] = {}
 
     @property
-    def pending(self) -> int:
+    def unbuilt(self) -> int:
         """How many of the grammar's pending rules are not built yet."""
-        return len(self._pending) if self._expander is not None else 0
+        return len(self._pending)
 
     def predicts(self, nonterminal: int) -> frozenset[int]:
         """Dotted items added when ``nonterminal`` is predicted: transitively, advanced over nullables
@@ -86,7 +90,7 @@ class EarleyTables:
         return hit
 
     def _prediction_closure(self, nonterminal: int) -> frozenset[int]:
-        pending = self._pending if self._expander is not None else ()
+        pending = self._pending
         if nonterminal in pending:
             self._expand(nonterminal)
         seen_nt = {nonterminal}
@@ -127,8 +131,8 @@ class EarleyTables:
             def number(sym: Symbol) -> int:
                 return code[sym.name] if type(sym) is Ref else -1 - lexeme_code[sym]  # type: ignore[index]
 
-            next_symbol, lhs, alt_starts = self.next_symbol, self.lhs, self.alt_starts
-            assert isinstance(next_symbol, list) and isinstance(lhs, list) and isinstance(alt_starts, list)
+            next_symbol = cast(list, self.next_symbol)  # (lists in a grammar with an expander)
+            lhs, alt_starts = cast(list, self.lhs), cast(list, self.alt_starts)
             alt_starts += [()] * (len(names) - len(alt_starts))
             grown = 0
             for name, alternatives in rules.items():
@@ -151,6 +155,9 @@ class EarleyTables:
                                  "max_grammar_symbols")
             self.lexemes = (*self.lexemes, *new_lexemes)
             self._pending.discard(nonterminal)
+            if not self._pending:
+                self._expander = None
+                del self._code, self._lexeme_code
 
 
 class _Predicted:
