@@ -1,5 +1,5 @@
-"""Deferred nested parts: a schema compiled with its plainest nested objects and arrays left pending (as
-the Compiler compiles) allows exactly what its whole grammar allows, mask by mask, builds a part only when
+"""Deferred property values: a schema compiled with its plainest nested values left pending (as the
+Compiler compiles) allows exactly what its whole grammar allows, mask by mask, builds a value only when
 a parser first reaches it, and compiles at once what could be a dead end."""
 
 from __future__ import annotations

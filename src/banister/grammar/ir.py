@@ -58,8 +58,8 @@ class Grammar:
     start, and every lexeme matches some text: the parser then skips its own useless-symbol pass.
 
     A trimmed grammar may leave rules ``pending``: listed with no alternatives yet, which its
-    ``expander`` builds when a parser first predicts them (the JSON front end leaves plain nested
-    objects and arrays so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
+    ``expander`` builds when a parser first predicts them (the JSON front end leaves property values
+    of the plainest kind so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
     each derives some text once built.
     """
 

@@ -4,7 +4,9 @@ Nodes are compiled from a work list (never recursively), so recursive and deeply
 in time linear in what is reachable. Whitespace lives inside the punctuation lexemes (``{`` followed by
 whitespace, whitespace ``,`` whitespace, ...), so every run of whitespace belongs to exactly one lexeme and
 the cap on a run is exact. At the end, rules that derive no text are removed (a model is never steered
-into a dead end) and rules with one single-symbol alternative are inlined.
+into a dead end) and rules with one single-symbol alternative are inlined. With ``defer``, property
+values of the plainest kind wait until a parser first needs them: the builder stays with the grammar
+as its expander and trims each value's rules the same way as it builds them.
 """
 
 from __future__ import annotations
@@ -96,8 +98,8 @@ class BuildOptions:
     settings: SchemaSettings
     deadline: float
     defer: bool = False
-    """Leave plain nested objects and arrays pending (see ``Logic.deferrable``), built when a parser
-    first needs them: the grammar's ``expander`` is the builder."""
+    """Leave property values of the plainest kind pending (see ``Logic.deferrable`` and :meth:`symbol`),
+    built when a parser first needs them: the grammar's ``expander`` is the builder."""
 
 
 Piece = tuple[Symbol, ...]
