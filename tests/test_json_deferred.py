@@ -172,3 +172,11 @@ def test_grammars_that_must_be_whole_are_built_whole(gpt2, tmp_path):
     assert not json_schema_to_grammar(schema, key_order="any", defer=True).pending
     with pytest.raises(ValueError, match="pending"):
         grammar_to_json(json_schema_to_grammar(schema, defer=True))
+
+
+def test_a_malformed_type_under_a_value_is_reported_not_deferred():
+    """The deferral test reads ``type`` as the logic does: a list holding a non-name is the logic's
+    SchemaError at compile time (it was a TypeError inside the test)."""
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": [["x"]]}}}}}
+    with pytest.raises(SchemaError, match="type must be"):
+        json_schema_to_grammar(schema, defer=True)

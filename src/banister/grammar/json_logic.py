@@ -1263,8 +1263,7 @@ class Logic:
         if one is None:
             return False
         schema = one[0].schema
-        kind = schema.get("type")
-        nested = kind in ("object", "array") or (type(kind) is list and ("object" in kind or "array" in kind))
+        nested = not _NESTED_TYPES.isdisjoint(_type_names(schema.get("type")) or ())
         return nested and bool(schema.get("properties") or schema.get("items")) and _deferrable(schema, 0)
 
     def plain_any(self, node: Node) -> bool:
@@ -1890,20 +1889,14 @@ _DEFERRED_KEYS = frozenset({"type", "properties", "required", "additionalPropert
 _DEFERRED_SIZE = 64
 """Most properties, enum values and levels of nesting of a schema :meth:`Logic.deferrable` accepts (each
 limit of the compiler is far above them)."""
-_JSON_TYPE_NAMES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
+_NESTED_TYPES = frozenset(("object", "array"))
 
 
-def _scalar_types(value: Any) -> tuple[str, ...]:
-    """The ``type`` names a scalar enum value is valid under (none for an object or array)."""
-    if value is None:
-        return ("null",)
-    if type(value) is bool:
-        return ("boolean",)
-    if type(value) is int:
-        return ("integer", "number")
-    if type(value) is float:  # (not "integer": drafts disagree on 1.0)
-        return ("number",)
-    return ("string",) if type(value) is str else ()
+def _enum_value_fits(value: Any, kinds: list[str]) -> bool:
+    """Whether a scalar enum value is valid under one of the type names ``kinds`` (a float is never taken
+    for an integer: drafts disagree on ``1.0``)."""
+    kind = json_type(value)
+    return kind not in _NESTED_TYPES and (kind in kinds or (kind == "number" and type(value) is int and "integer" in kinds))
 
 
 def _deferrable(schema: Any, depth: int) -> bool:
@@ -1912,14 +1905,13 @@ def _deferrable(schema: Any, depth: int) -> bool:
         return True
     if type(schema) is not dict or depth > _DEFERRED_SIZE or not _DEFERRED_KEYS.issuperset(schema):
         return False
-    kind = schema.get("type", list(_JSON_TYPE_NAMES))
-    kinds = [kind] if type(kind) is str else kind
-    if type(kinds) is not list or not kinds or not _JSON_TYPE_NAMES.issuperset(kinds):
+    kinds = _type_names(schema["type"]) if "type" in schema else list(_TYPE_NAMES)
+    if not kinds or not _TYPE_NAMES.issuperset(kinds):
         return False
     if "enum" in schema:
         values = schema["enum"]
         if type(values) is not list or not 0 < len(values) <= _DEFERRED_SIZE or not all(
-            any(t in kinds for t in _scalar_types(v)) for v in values
+            _enum_value_fits(v, kinds) for v in values
         ):
             return False
     properties = schema.get("properties", {})
