@@ -908,6 +908,10 @@ def test_huge_and_deep_inputs_finish_in_bounded_time():
     assert outcome == "LimitError" and seconds < 5
     outcome, seconds = _timed({"type": "array", "maxItems": 10**6})
     assert outcome == "LimitError" and seconds < 5
+    for string in ({"type": "string", "minLength": 1e20}, {"type": "string", "maxLength": 10**30},
+                   {"type": "string", "pattern": "^a", "minLength": 10**12}):  # (each once ran out of memory)
+        outcome, seconds = _timed(string)
+        assert outcome == "LimitError" and seconds < 5, string
     outcome, seconds = _timed({"type": "array", "items": {"type": "string"}}, settings=SchemaSettings(time_limit_s=0))
     assert outcome == "LimitError"
 

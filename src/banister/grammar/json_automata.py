@@ -139,9 +139,13 @@ def literals(strings: Iterable[str]) -> CharDFA:
     return CharDFA([[(cp, cp, t) for cp, t in sorted(e.items())] for e in edges], accepting)
 
 
-def length(min_len: int, max_len: int | None) -> CharDFA:
-    """Strings of ``min_len`` to ``max_len`` (None: unbounded) code points."""
+def length(min_len: int, max_len: int | None, *, max_states: int) -> CharDFA:
+    """Strings of ``min_len`` to ``max_len`` (None: unbounded) code points; LimitError when that needs
+    more than ``max_states`` states (one per character counted)."""
     top = max_len if max_len is not None else min_len
+    if top >= max_states:
+        raise LimitError(f"a string length of {top} needs more than {max_states} automaton states",
+                         setting="max_string_states")
     edges = [[(0, MAX_CP, i + 1)] for i in range(top)]
     edges.append([(0, MAX_CP, top)] if max_len is None else [])
     return CharDFA(edges, [i >= min_len for i in range(top + 1)])

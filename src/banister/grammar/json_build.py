@@ -810,6 +810,9 @@ class JsonGrammarBuilder:
             return self._run(low, high, b'"', b'"')
         full = self._run(block, block, b"", b"")
         last = (high // block) if high is not None else -(-low // block)
+        if last >= self.s.max_grammar_size:  # (a rule per block: refused before the names are made)
+            raise LimitError(f"a string of {high if high is not None else low} characters needs more than "
+                             f"{self.s.max_grammar_size} grammar symbols", setting="max_grammar_size")
         names = [self.r.fresh("len") for _ in range(last + 1)]
         for k, name in enumerate(names):
             alts: list[tuple[Symbol | None, ...]] = []
@@ -1231,7 +1234,7 @@ class JsonGrammarBuilder:
             if "string" in shape.types:
                 allowed.append(string_dfa(shape.string.unplaced(), max_states=n))
         if not allowed:
-            return json_automata.length(0, None)
+            return json_automata.length(0, None, max_states=n)
         return json_automata.product(allowed, lambda f: not any(f), max_states=n)
 
 

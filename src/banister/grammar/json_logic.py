@@ -1861,7 +1861,7 @@ def string_dfa(term: StrTerm, *, max_states: int, minimal: bool = True) -> json_
         parts.append(json_automata.from_pattern(FORMATS[name].regex or "", search=False, max_states=max_states))
         signs.append(False)
     if term.min_len or term.max_len is not None:
-        parts.append(json_automata.length(term.min_len, term.max_len))
+        parts.append(json_automata.length(term.min_len, term.max_len, max_states=max_states))
         signs.append(True)
     if term.excluded:
         parts.append(json_automata.literals(term.excluded))
@@ -1870,7 +1870,7 @@ def string_dfa(term: StrTerm, *, max_states: int, minimal: bool = True) -> json_
         parts.append(json_automata.literals(term.values))
         signs.append(True)
     if not parts:
-        parts.append(json_automata.length(0, None))
+        parts.append(json_automata.length(0, None, max_states=max_states))
         signs.append(True)
 
     def accept(flags: tuple[bool, ...]) -> bool:
