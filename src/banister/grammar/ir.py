@@ -47,7 +47,8 @@ class Expander(Protocol):
     def expand(self, name: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
         """The rules that define pending rule ``name``: its alternatives and every rule they reach that
         the grammar does not have yet (pending ones among them, with no alternatives), and the lexemes
-        they use that it does not have yet. Called once per pending rule."""
+        they use that it does not have yet. Other pending rules may come defined with it, and are then
+        built. Called once per pending rule at most."""
 
 
 @dataclass(frozen=True)

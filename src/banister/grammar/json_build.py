@@ -5,8 +5,8 @@ in time linear in what is reachable. Whitespace lives inside the punctuation lex
 whitespace, whitespace ``,`` whitespace, ...), so every run of whitespace belongs to exactly one lexeme and
 the cap on a run is exact. At the end, rules that derive no text are removed (a model is never steered
 into a dead end) and rules with one single-symbol alternative are inlined. With ``defer``, property
-values of the plainest kind wait until a parser first needs them: the builder stays with the grammar
-as its expander and trims each value's rules the same way as it builds them.
+values of the plainest kind wait until a parser first needs one, which builds them all: the builder
+stays with the grammar as its expander and trims their rules the same way as it builds them.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class BuildOptions:
     deadline: float
     defer: bool = False
     """Leave property values of the plainest kind pending (see ``Logic.deferrable`` and :meth:`symbol`),
-    built when a parser first needs them: the grammar's ``expander`` is the builder."""
+    all built when a parser first needs one: the grammar's ``expander`` is the builder."""
 
 
 Piece = tuple[Symbol, ...]
@@ -192,13 +192,18 @@ class _Rules:
         waiting = waiting.intersection(out)
         return Grammar.from_trimmed(out, "start", lexemes, size, waiting, expander if waiting else None)
 
-    def extend(self, name: str, pending: Iterable[str]) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
-        """What pending rule ``name``, defined since, adds to the grammar :meth:`finish` made (see
-        ``Expander.expand``): its rules and the rules they reach that the grammar lacks, trimmed and
+    def holds(self, name: str) -> bool:
+        """Whether the grammar :meth:`finish` made, as :meth:`extend` grew it, holds rule ``name``."""
+        return name in self._emitted
+
+    def extend(self, names: Sequence[str], pending: Iterable[str]
+               ) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
+        """What pending rules ``names``, defined since, add to the grammar :meth:`finish` made (see
+        ``Expander.expand``): their rules and the rules they reach that the grammar lacks, trimmed and
         inlined as :meth:`finish` does, with the lexemes they bring. The rules still ``pending`` count
         as deriving text."""
         waiting = frozenset(pending)
-        batch = {n: self.rules[n] for n in (name, *self._new)}
+        batch = {n: self.rules[n] for n in (*names, *self._new)}
         settled, alias = self._settled, self._alias
 
         def needs(alt: Alternative) -> list[str] | None:
@@ -216,17 +221,23 @@ class _Rules:
         waits = {n: [needs(alt) for alt in alts] for n, alts in batch.items()}
         productive = least_derived([(n, found) for n, each in waits.items() for found in each if found is not None]
                                    + [(n, []) for n in waiting if n in batch])
-        if name not in productive:
-            raise GrammarError(f"internal: the deferred rule {name!r} derives no text")
+        for n in names:
+            if n not in productive:
+                raise GrammarError(f"internal: the deferred rule {n!r} derives no text")
         kept = {
             n: [alt for alt, found in zip(batch[n], waits[n]) if found is not None and productive.issuperset(found)]
             for n in batch
             if n in productive
         }
         settled.update(kept)
-        alias.update(_unit_rules(kept, waiting | {name}))
+        alias.update(_unit_rules(kept, waiting.union(names)))
         self._new = []
-        out, lexemes, _ = self._emit(name)
+        out: dict[str, tuple[Alternative, ...]] = {}
+        lexemes: tuple[Lexeme, ...] = ()
+        for n in names:
+            more, new_lexemes, _ = self._emit(n)
+            out.update(more)
+            lexemes += new_lexemes
         return out, lexemes
 
     def _emit(self, root: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...], int]:
@@ -502,17 +513,20 @@ class JsonGrammarBuilder:
         return self.r.finish(start, self._pending, self)
 
     def expand(self, name: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
-        """Build the node that nonterminal ``name`` was left pending for (``Expander.expand``), within a
-        time limit of its own."""
+        """Build the node that nonterminal ``name`` was left pending for and, with it, every other node
+        pending in the grammar, values inside them included (``Expander.expand``), within a time limit
+        of its own. The first value a parser reaches builds them all, so one mask of a document pays
+        for the builds instead of one mask per value (a mask's tail counts slow masks)."""
         deadline = time.monotonic() + self.s.time_limit_s
-        self.o = dataclasses.replace(self.o, deadline=deadline)
+        self.o = dataclasses.replace(self.o, deadline=deadline, defer=False)
         self.logic.opts = dataclasses.replace(self.logic.opts, deadline=deadline)
-        self._queue.append((self._pending.pop(name), name))
+        names = [name, *(n for n in self._pending if n != name and self.r.holds(n))]
+        self._queue.extend((self._pending.pop(n), n) for n in names)
         try:
             self._drain()
         except RecursionError as err:
             raise LimitError("the schema is nested too deeply", setting="max_depth") from err
-        return self.r.extend(name, self._pending)
+        return self.r.extend(names, self._pending)
 
     def _drain(self) -> None:
         """Compile the nodes of the work list."""

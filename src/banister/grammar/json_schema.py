@@ -77,8 +77,9 @@ def json_schema_to_grammar(
     names the specification does not define. Raises SchemaError or LimitError.
 
     ``defer`` leaves property values of the plainest kind (``Logic.deferrable``) pending in the grammar,
-    built when a parser first needs them (``Grammar.expander``; with ``key_order="schema"``): a schema's
-    compile then builds what its first values need, and a value the output never reaches is never built.
+    built when a parser first needs one, all at once (``Grammar.expander``; with ``key_order="schema"``):
+    a schema's compile then builds what its first values need, and a document that reaches no such value
+    never builds them.
     Such a grammar is for a parser (``GrammarAutomaton``), not whole for anything else.
     """
     settings = settings or _DEFAULT_SETTINGS

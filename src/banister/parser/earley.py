@@ -113,8 +113,9 @@ class EarleyTables:
         return frozenset(items)
 
     def _expand(self, nonterminal: int) -> None:
-        """Build pending rule ``nonterminal``: the rules and lexemes its grammar's expander gives are
-        numbered after those the tables hold (``LimitError`` past ``max_symbols``)."""
+        """Build pending rule ``nonterminal`` (and any other pending rule the expander defines with it):
+        the rules and lexemes its grammar's expander gives are numbered after those the tables hold
+        (``LimitError`` past ``max_symbols``)."""
         with self._expanding:
             if nonterminal not in self._pending:
                 return  # (another thread built it)
@@ -147,7 +148,9 @@ class EarleyTables:
                 alt_starts[nt] = tuple(starts)
                 if not alternatives:
                     self._pending.add(nt)
-                elif not all(alternatives):
+                else:
+                    self._pending.discard(nt)
+                if alternatives and not all(alternatives):
                     raise GrammarError(f"internal: the deferred rule {name!r} derives the empty string")
             self._size += grown
             if self._size > self._max_symbols or len(next_symbol) > _DOT_MASK:
