@@ -60,7 +60,7 @@ class Grammar:
 
     A trimmed grammar may leave rules ``pending``: listed with no alternatives yet, which its
     ``expander`` builds when a parser first predicts them (the JSON front end leaves property values
-    of the plainest kind so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
+    proved safe so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
     each derives some text once built.
     """
 

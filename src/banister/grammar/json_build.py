@@ -5,8 +5,9 @@ in time linear in what is reachable. Whitespace lives inside the punctuation lex
 whitespace, whitespace ``,`` whitespace, ...), so every run of whitespace belongs to exactly one lexeme and
 the cap on a run is exact. At the end, rules that derive no text are removed (a model is never steered
 into a dead end) and rules with one single-symbol alternative are inlined. With ``defer``, property
-values of the plainest kind wait until a parser first needs one, which builds them all: the builder
-stays with the grammar as its expander and trims their rules the same way as it builds them.
+values proved to admit some text and to compile without error wait until a parser first needs one,
+which builds them all: the builder stays with the grammar as its expander and trims their rules the
+same way as it builds them.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class BuildOptions:
     settings: SchemaSettings
     deadline: float
     defer: bool = False
-    """Leave property values of the plainest kind pending (see ``Logic.deferrable`` and :meth:`symbol`),
+    """Leave property values that ``Logic.deferrable`` proves safe pending (see :meth:`symbol`),
     all built when a parser first needs one: the grammar's ``expander`` is the builder."""
 
 

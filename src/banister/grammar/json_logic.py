@@ -594,6 +594,7 @@ class Logic:
         self._ranks_differ: set[Node] = set()  # nodes whose two walk orders can differ (see rank)
         self._plain_objects: dict[Node, ObjTerm | None] = {}  # see plain_object
         self._one_schemas: dict[Node, tuple[Location, frozenset[str]] | None] = {}  # see _one_schema
+        self._deferrable: dict[str, bool] = {}  # see _deferrable_at
 
     # -- public entry points
 
@@ -1253,18 +1254,63 @@ class Logic:
         return found
 
     def deferrable(self, node: Node) -> bool:
-        """Whether ``node`` is one schema of an object with properties or an array of items that can be
-        compiled when a parser first needs it: it and every schema under it say nothing but ``type``,
-        ``properties``, ``required`` (of names it declares), ``additionalProperties``, ``items``,
-        ``enum`` (of scalars of its types) and annotations, within ``_DEFERRED_SIZE``. Such a node
-        admits some value (``{}`` with its required properties, ``[]``), and compiling it can neither
-        fail nor find it empty, so nothing the grammar allows before it is a dead end."""
-        one = self._one_schema(node)
+        """Whether ``node`` (a reference to one, followed) is one schema of an object with properties or
+        an array of items that can be compiled when a parser first needs it: it admits some value and
+        compiling it raises nothing, so nothing the grammar allows before it is a dead end. That is
+        proved keyword by keyword (:meth:`_deferrable_at`), for schemas that say only ``type``,
+        ``properties``, ``required`` (of names they declare), ``additionalProperties``, ``items``,
+        ``enum`` or ``const`` (scalars of their types), item counts, string lengths, a string
+        ``format``, numeric bounds, a ``$ref`` alone and keywords that constrain nothing (see
+        :func:`_leaf_admits`), all the way down, within ``_DEFERRED_SIZE``."""
+        one = self._one_schema(self.pure_ref(node) or node)
         if one is None:
             return False
-        schema = one[0].schema
+        loc = one[0]
+        schema = loc.schema
         nested = not _NESTED_TYPES.isdisjoint(_type_names(schema.get("type")) or ())
-        return nested and bool(schema.get("properties") or schema.get("items")) and _deferrable(schema, 0)
+        return nested and bool(schema.get("properties") or schema.get("items")) and self._deferrable_at(loc.pointer, 0)
+
+    def _deferrable_at(self, pointer: str, depth: int) -> bool:
+        """The test of :meth:`deferrable` on the schema at ``pointer`` and everything under it. Memoised
+        by pointer; a reference back to a schema under test, or nesting past ``_DEFERRED_SIZE``, is a no
+        (which is never wrong: the value is compiled at once)."""
+        found = self._deferrable.get(pointer)
+        if found is None:
+            self._deferrable[pointer] = False
+            found = self._deferrable[pointer] = depth <= _DEFERRED_SIZE and self._deferrable_schema(pointer, depth)
+        return found
+
+    def _deferrable_schema(self, pointer: str, depth: int) -> bool:
+        """:meth:`_deferrable_at`'s test, not memoised: a schema that constrains nothing, a ``$ref`` alone
+        to a deferrable schema, or the keywords of ``_DEFERRED_KEYS`` that :func:`_leaf_admits` proves
+        with properties, ``additionalProperties`` and ``items`` that are deferrable."""
+        s = self.doc.location(pointer).schema
+        if s is True or (type(s) is dict and "type" not in s and s.keys().isdisjoint(_CONSTRAINING)):
+            return True
+        if type(s) is not dict:
+            return False
+        if "$ref" in s:
+            try:
+                target = self.pure_ref(loc_node(pointer))
+            except SchemaError:  # (compiled at once, it reports the error)
+                return False
+            return target is not None and self._deferrable_at(target[0][1], depth + 1)
+        kinds = _type_names(s["type"]) if "type" in s else list(_TYPE_NAMES)
+        if not kinds or not _TYPE_NAMES.issuperset(kinds) or not _DEFERRED_KEYS.issuperset(_CONSTRAINING.intersection(s)):
+            return False
+        properties = s.get("properties", {})
+        required = s.get("required", [])
+        extra = s.get("additionalProperties", True)
+        return (
+            type(properties) is dict
+            and len(properties) <= _DEFERRED_SIZE
+            and type(required) is list
+            and all(type(name) is str and name in properties for name in required)
+            and _leaf_admits(s, kinds)
+            and (type(extra) is bool or self._deferrable_at(f"{pointer}/additionalProperties", depth + 1))
+            and ("items" not in s or self._deferrable_at(f"{pointer}/items", depth + 1))
+            and all(self._deferrable_at(f"{pointer}/properties/{escape_token(name)}", depth + 1) for name in properties)
+        )
 
     def plain_any(self, node: Node) -> bool:
         """Whether ``node`` is one schema that says nothing about its value: no ``type`` and no keyword
@@ -1884,11 +1930,21 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-_DEFERRED_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
-                            "title", "description", "default", "examples", "$comment"})
+_COUNTS = ("minItems", "maxItems", "minLength", "maxLength")
+_BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+_DEFERRED_KEYS = frozenset(("properties", "required", "additionalProperties", "items", "enum", "const", "format",
+                            *_COUNTS, *_BOUNDS))
+"""The keywords that constrain something which :meth:`Logic.deferrable` takes (``type`` besides)."""
 _DEFERRED_SIZE = 64
-"""Most properties, enum values and levels of nesting of a schema :meth:`Logic.deferrable` accepts (each
-limit of the compiler is far above them)."""
+"""Most properties, enum values, items counted and levels of nesting of a schema :meth:`Logic.deferrable`
+accepts (each limit of the compiler is far above them)."""
+_DEFERRED_LENGTH = 65_536
+"""Longest string length bound :meth:`Logic.deferrable` accepts (a length compiles to a counter, with
+no limit to reach)."""
+_DEFERRED_MAGNITUDE = 10**15
+"""Largest numeric bound :meth:`Logic.deferrable` accepts; a fractional one has at most
+``_DEFERRED_DIGITS`` characters, no exponent: far inside ``max_number_states``."""
+_DEFERRED_DIGITS = 12
 _NESTED_TYPES = frozenset(("object", "array"))
 
 
@@ -1899,31 +1955,78 @@ def _enum_value_fits(value: Any, kinds: list[str]) -> bool:
     return kind not in _NESTED_TYPES and (kind in kinds or (kind == "number" and type(value) is int and "integer" in kinds))
 
 
-def _deferrable(schema: Any, depth: int) -> bool:
-    """The test of :meth:`Logic.deferrable` on a schema and everything under it."""
-    if schema is True:
+def _leaf_admits(s: dict, kinds: list[str]) -> bool:
+    """Whether the leaf keywords of schema ``s`` of types ``kinds`` are well formed, compile within
+    limits that cannot be reached and leave some value of one of ``kinds`` (its properties and items
+    aside: :meth:`Logic._deferrable_at` tests them). An ``enum`` or ``const`` comes alone, of scalars
+    of those types; a ``format`` is one of a string alone, unbounded in length; counts and bounds are
+    plain numbers (no draft-4 flags) below ``_DEFERRED_SIZE``, ``_DEFERRED_LENGTH`` and
+    ``_DEFERRED_MAGNITUDE``."""
+    if "enum" in s or "const" in s:
+        values = s["enum"] if "enum" in s else [s["const"]]
+        return (
+            type(values) is list
+            and 0 < len(values) <= _DEFERRED_SIZE
+            and all(_enum_value_fits(v, kinds) for v in values)
+            and s.keys().isdisjoint(("format", *_COUNTS, *_BOUNDS))
+            and not ("enum" in s and "const" in s)
+        )
+    try:
+        low_items, high_items, low_length, high_length = (_count(s, key, "", None) for key in _COUNTS)
+    except SchemaError:
+        return False
+    if any(n is not None and n > limit for n, limit in ((low_items, _DEFERRED_SIZE), (high_items, _DEFERRED_SIZE),
+                                                          (low_length, _DEFERRED_LENGTH),
+                                                          (high_length, _DEFERRED_LENGTH))):
+        return False
+    fmt = s.get("format")
+    if fmt is not None and not (
+        kinds == ["string"] and low_length is None and high_length is None
+        and type(fmt) is str and fmt in FORMATS and FORMATS[fmt].regex is not None
+    ):
+        return False
+    bounds = _plain_bounds(s)
+    if bounds is None:
+        return False
+    for kind in kinds:
+        if kind in ("null", "boolean", "object"):
+            return True
+        if kind == "array" and (low_items is None or high_items is None or low_items <= high_items):
+            return True
+        if kind == "string" and (low_length is None or high_length is None or low_length <= high_length):
+            return True
+        if kind in ("number", "integer") and _bounds_admit(*bounds, integer=kind == "integer"):
+            return True
+    return False
+
+
+def _plain_bounds(s: dict) -> tuple[Fraction | None, bool, Fraction | None, bool] | None:
+    """The tightest low and high bound of ``s``'s numeric keywords, each with whether it is exclusive;
+    None when one is not a plain number (a draft-4 flag, a boolean, a string) within
+    ``_DEFERRED_MAGNITUDE`` and ``_DEFERRED_DIGITS``."""
+    low: tuple[Fraction | None, bool] = (None, False)
+    high: tuple[Fraction | None, bool] = (None, False)
+    for key in _BOUNDS:
+        if key not in s:
+            continue
+        value = s[key]
+        if type(value) not in (int, float) or not abs(value) < _DEFERRED_MAGNITUDE:
+            return None
+        if type(value) is float and not value.is_integer() and (len(repr(value)) > _DEFERRED_DIGITS or "e" in repr(value)):
+            return None
+        bound = (to_fraction(value), key.startswith("exclusive"))
+        if key.endswith("inimum"):
+            low = _tighter_lo(low, bound)
+        else:
+            high = _tighter_hi(high, bound)
+    return (*low, *high)
+
+
+def _bounds_admit(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, *, integer: bool) -> bool:
+    """Whether some number (an integer, with ``integer``) lies within the bounds."""
+    if lo is None or hi is None:
         return True
-    if type(schema) is not dict or depth > _DEFERRED_SIZE or not _DEFERRED_KEYS.issuperset(schema):
-        return False
-    kinds = _type_names(schema["type"]) if "type" in schema else list(_TYPE_NAMES)
-    if not kinds or not _TYPE_NAMES.issuperset(kinds):
-        return False
-    if "enum" in schema:
-        values = schema["enum"]
-        if type(values) is not list or not 0 < len(values) <= _DEFERRED_SIZE or not all(
-            _enum_value_fits(v, kinds) for v in values
-        ):
-            return False
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    extra = schema.get("additionalProperties", True)
-    items = schema.get("items", True)
-    return (
-        type(properties) is dict
-        and len(properties) <= _DEFERRED_SIZE
-        and type(required) is list
-        and all(type(name) is str and name in properties for name in required)
-        and (type(extra) is bool or _deferrable(extra, depth + 1))
-        and _deferrable(items, depth + 1)
-        and all(_deferrable(value, depth + 1) for value in properties.values())
-    )
+    if integer:
+        lo = Fraction(math.floor(lo) + 1) if lo_x or lo.denominator != 1 else lo
+        lo_x = False
+    return lo < hi or (lo == hi and not lo_x and not hi_x)

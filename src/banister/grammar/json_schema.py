@@ -76,7 +76,7 @@ def json_schema_to_grammar(
     cannot enforce as annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
     names the specification does not define. Raises SchemaError or LimitError.
 
-    ``defer`` leaves property values of the plainest kind (``Logic.deferrable``) pending in the grammar,
+    ``defer`` leaves property values proved safe (``Logic.deferrable``) pending in the grammar,
     built when a parser first needs one, all at once (``Grammar.expander``; with ``key_order="schema"``):
     a schema's compile then builds what its first values need, and a document that reaches no such value
     never builds them.
