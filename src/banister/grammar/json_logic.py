@@ -1259,9 +1259,9 @@ class Logic:
         compiling it raises nothing, so nothing the grammar allows before it is a dead end. That is
         proved keyword by keyword (:meth:`_deferrable_at`), for schemas that say only ``type``,
         ``properties``, ``required`` (of names they declare), ``additionalProperties``, ``items``,
-        ``enum`` or ``const`` (scalars of their types), item counts, string lengths, a string
-        ``format``, numeric bounds, a ``$ref`` alone and keywords that constrain nothing (see
-        :func:`_leaf_admits`), all the way down, within ``_DEFERRED_SIZE``."""
+        ``enum`` or ``const`` (scalars of their types), item counts, string lengths, ``format``,
+        numeric bounds, a ``$ref`` alone and keywords that constrain nothing (see
+        :meth:`_leaf_admits`), all the way down, within ``_DEFERRED_SIZE``."""
         one = self._one_schema(self.pure_ref(node) or node)
         if one is None:
             return False
@@ -1282,9 +1282,10 @@ class Logic:
 
     def _deferrable_schema(self, pointer: str, depth: int) -> bool:
         """:meth:`_deferrable_at`'s test, not memoised: a schema that constrains nothing, a ``$ref`` alone
-        to a deferrable schema, or the keywords of ``_DEFERRED_KEYS`` that :func:`_leaf_admits` proves
+        to a deferrable schema, or the keywords of ``_DEFERRED_KEYS`` that :meth:`_leaf_admits` proves
         with properties, ``additionalProperties`` and ``items`` that are deferrable."""
-        s = self.doc.location(pointer).schema
+        loc = self.doc.location(pointer)
+        s = loc.schema
         if s is True or (type(s) is dict and "type" not in s and s.keys().isdisjoint(_CONSTRAINING)):
             return True
         if type(s) is not dict:
@@ -1306,11 +1307,54 @@ class Logic:
             and len(properties) <= _DEFERRED_SIZE
             and type(required) is list
             and all(type(name) is str and name in properties for name in required)
-            and _leaf_admits(s, kinds)
+            and self._leaf_admits(loc, kinds)
             and (type(extra) is bool or self._deferrable_at(f"{pointer}/additionalProperties", depth + 1))
             and ("items" not in s or self._deferrable_at(f"{pointer}/items", depth + 1))
             and all(self._deferrable_at(f"{pointer}/properties/{escape_token(name)}", depth + 1) for name in properties)
         )
+
+    def _leaf_admits(self, loc: Location, kinds: list[str]) -> bool:
+        """Whether the leaf keywords of the schema at ``loc``, of types ``kinds``, are well formed (read
+        as the compile reads them: ``_count``, :meth:`_string_term`, :meth:`_number_term`), stay far
+        inside the limits that could refuse them and leave some value of one of ``kinds`` (properties
+        and items aside: :meth:`_deferrable_schema` tests them). An ``enum`` or ``const`` comes alone, of
+        scalars of those types; a ``format`` comes without lengths; counts, lengths and bounds stay
+        within ``_DEFERRED_SIZE``, ``_DEFERRED_LENGTH``, ``_DEFERRED_MAGNITUDE`` and
+        ``_DEFERRED_DENOMINATOR``."""
+        s = loc.schema
+        if "enum" in s or "const" in s:
+            values = s["enum"] if "enum" in s else [s["const"]]
+            return (
+                type(values) is list
+                and 0 < len(values) <= _DEFERRED_SIZE
+                and all(_enum_value_fits(v, kinds) for v in values)
+                and s.keys().isdisjoint(("format", *_COUNTS, *_BOUNDS))
+                and not ("enum" in s and "const" in s)
+            )
+        try:
+            low_items, high_items = _count(s, "minItems", loc.pointer, None), _count(s, "maxItems", loc.pointer, None)
+            string, number = self._string_term(loc), self._number_term(loc)
+        except SchemaError:  # (compiled at once, it reports the error)
+            return False
+        if (
+            max(low_items or 0, high_items or 0) > _DEFERRED_SIZE
+            or max(string.min_len, string.max_len or 0) > _DEFERRED_LENGTH
+            or (string.formats and (string.min_len or string.max_len is not None))
+            or not all(bound is None or (abs(bound) < _DEFERRED_MAGNITUDE and bound.denominator <= _DEFERRED_DENOMINATOR)
+                       for bound in (number.lo, number.hi))
+        ):
+            return False
+        for kind in kinds:
+            if kind in ("null", "boolean", "object"):
+                return True
+            if kind == "array" and (low_items is None or high_items is None or low_items <= high_items):
+                return True
+            if kind == "string" and (string.max_len is None or string.min_len <= string.max_len):
+                return True
+            if kind in ("number", "integer") and _bounds_admit(number.lo, number.lo_x, number.hi, number.hi_x,
+                                                               integer=number.integer or kind == "integer"):
+                return True
+        return False
 
     def plain_any(self, node: Node) -> bool:
         """Whether ``node`` is one schema that says nothing about its value: no ``type`` and no keyword
@@ -1939,12 +1983,12 @@ _DEFERRED_SIZE = 64
 """Most properties, enum values, items counted and levels of nesting of a schema :meth:`Logic.deferrable`
 accepts (each limit of the compiler is far above them)."""
 _DEFERRED_LENGTH = 65_536
-"""Longest string length bound :meth:`Logic.deferrable` accepts (a length compiles to a counter, with
-no limit to reach)."""
+"""Longest string length bound :meth:`Logic.deferrable` accepts (alone, a length compiles to blocks of
+counted characters, far inside ``max_grammar_size``)."""
 _DEFERRED_MAGNITUDE = 10**15
-"""Largest numeric bound :meth:`Logic.deferrable` accepts; a fractional one has at most
-``_DEFERRED_DIGITS`` characters, no exponent: far inside ``max_number_states``."""
-_DEFERRED_DIGITS = 12
+_DEFERRED_DENOMINATOR = 10**6
+"""Numeric bounds :meth:`Logic.deferrable` accepts are below ``_DEFERRED_MAGNITUDE`` with at most six
+decimals: far inside ``max_number_states``."""
 _NESTED_TYPES = frozenset(("object", "array"))
 
 
@@ -1953,73 +1997,6 @@ def _enum_value_fits(value: Any, kinds: list[str]) -> bool:
     for an integer: drafts disagree on ``1.0``)."""
     kind = json_type(value)
     return kind not in _NESTED_TYPES and (kind in kinds or (kind == "number" and type(value) is int and "integer" in kinds))
-
-
-def _leaf_admits(s: dict, kinds: list[str]) -> bool:
-    """Whether the leaf keywords of schema ``s`` of types ``kinds`` are well formed, compile within
-    limits that cannot be reached and leave some value of one of ``kinds`` (its properties and items
-    aside: :meth:`Logic._deferrable_at` tests them). An ``enum`` or ``const`` comes alone, of scalars
-    of those types; a ``format`` is one of a string alone, unbounded in length; counts and bounds are
-    plain numbers (no draft-4 flags) below ``_DEFERRED_SIZE``, ``_DEFERRED_LENGTH`` and
-    ``_DEFERRED_MAGNITUDE``."""
-    if "enum" in s or "const" in s:
-        values = s["enum"] if "enum" in s else [s["const"]]
-        return (
-            type(values) is list
-            and 0 < len(values) <= _DEFERRED_SIZE
-            and all(_enum_value_fits(v, kinds) for v in values)
-            and s.keys().isdisjoint(("format", *_COUNTS, *_BOUNDS))
-            and not ("enum" in s and "const" in s)
-        )
-    try:
-        low_items, high_items, low_length, high_length = (_count(s, key, "", None) for key in _COUNTS)
-    except SchemaError:
-        return False
-    if any(n is not None and n > limit for n, limit in ((low_items, _DEFERRED_SIZE), (high_items, _DEFERRED_SIZE),
-                                                          (low_length, _DEFERRED_LENGTH),
-                                                          (high_length, _DEFERRED_LENGTH))):
-        return False
-    fmt = s.get("format")
-    if fmt is not None and not (
-        kinds == ["string"] and low_length is None and high_length is None
-        and type(fmt) is str and fmt in FORMATS and FORMATS[fmt].regex is not None
-    ):
-        return False
-    bounds = _plain_bounds(s)
-    if bounds is None:
-        return False
-    for kind in kinds:
-        if kind in ("null", "boolean", "object"):
-            return True
-        if kind == "array" and (low_items is None or high_items is None or low_items <= high_items):
-            return True
-        if kind == "string" and (low_length is None or high_length is None or low_length <= high_length):
-            return True
-        if kind in ("number", "integer") and _bounds_admit(*bounds, integer=kind == "integer"):
-            return True
-    return False
-
-
-def _plain_bounds(s: dict) -> tuple[Fraction | None, bool, Fraction | None, bool] | None:
-    """The tightest low and high bound of ``s``'s numeric keywords, each with whether it is exclusive;
-    None when one is not a plain number (a draft-4 flag, a boolean, a string) within
-    ``_DEFERRED_MAGNITUDE`` and ``_DEFERRED_DIGITS``."""
-    low: tuple[Fraction | None, bool] = (None, False)
-    high: tuple[Fraction | None, bool] = (None, False)
-    for key in _BOUNDS:
-        if key not in s:
-            continue
-        value = s[key]
-        if type(value) not in (int, float) or not abs(value) < _DEFERRED_MAGNITUDE:
-            return None
-        if type(value) is float and not value.is_integer() and (len(repr(value)) > _DEFERRED_DIGITS or "e" in repr(value)):
-            return None
-        bound = (to_fraction(value), key.startswith("exclusive"))
-        if key.endswith("inimum"):
-            low = _tighter_lo(low, bound)
-        else:
-            high = _tighter_hi(high, bound)
-    return (*low, *high)
 
 
 def _bounds_admit(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, *, integer: bool) -> bool:
