@@ -12,13 +12,14 @@ same way as it builds them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -289,6 +290,15 @@ class _Rules:
         return out, tuple(lexemes), size
 
 
+@contextlib.contextmanager
+def _nesting_limit() -> Iterator[None]:
+    """A schema nested past Python's stack (RecursionError) as the LimitError it is."""
+    try:
+        yield
+    except RecursionError as err:
+        raise LimitError("the schema is nested too deeply", setting="max_depth") from err
+
+
 def _unit_rules(rules: dict[str, list[Alternative]], kept: frozenset[str] | set[str]) -> dict[str, Symbol]:
     """The rules with a single one-symbol alternative (inlined where they are used), but those ``kept``."""
     return {name: alts[0][0] for name, alts in rules.items() if len(alts) == 1 and len(alts[0]) == 1 and name not in kept}
@@ -509,8 +519,9 @@ class JsonGrammarBuilder:
         return Lexeme(pattern)
 
     def build(self, node: Node) -> Grammar:
-        start = self.symbol(node)
-        self._drain()
+        with _nesting_limit():
+            start = self.symbol(node)
+            self._drain()
         return self.r.finish(start, self._pending, self)
 
     def expand(self, name: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
@@ -523,10 +534,8 @@ class JsonGrammarBuilder:
         self.logic.opts = dataclasses.replace(self.logic.opts, deadline=deadline)
         names = [name, *(n for n in self._pending if n != name and self.r.holds(n))]
         self._queue.extend((self._pending.pop(n), n) for n in names)
-        try:
+        with _nesting_limit():
             self._drain()
-        except RecursionError as err:
-            raise LimitError("the schema is nested too deeply", setting="max_depth") from err
         return self.r.extend(names, self._pending)
 
     def _drain(self) -> None:

@@ -110,10 +110,7 @@ def json_schema_to_grammar(
             defer=defer and key_order == "schema",  # (any order may refuse an object: compile it now)
         ),
     )
-    try:
-        return builder.build(loc_node(""))
-    except RecursionError as err:
-        raise LimitError("the schema is nested too deeply", setting="max_depth") from err
+    return builder.build(loc_node(""))
 
 
 def json_grammar(
