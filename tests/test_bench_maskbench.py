@@ -9,6 +9,7 @@ import json
 import random
 
 import jsonschema
+import numpy as np
 import pytest
 from shared_data import MASKBENCH_DEV
 
@@ -135,6 +136,33 @@ def test_time_to_first_mask_is_also_compared_on_the_records_both_engines_compile
     common = common_ttfm([mine, theirs])["peer"]
     assert common["records"] == 2
     assert common["ttfm_us p50"] == pytest.approx(150.0 / 75.0)
+
+
+def test_the_better_peer_is_chosen_per_measure():
+    """The speed bar is the better peer at each measure, which need not be one peer for all: the ratio
+    to the better peer is banister's time over the lowest peer time, measure by measure."""
+    from banister.bench.maskbench import best_peer, format_table
+
+    def tally(name: str, ttfm: list[float], masks: list[float]) -> EngineTally:
+        t = EngineTally(name)
+        t.ttfm_us.extend(ttfm)
+        t.mask_us.extend(masks)
+        return t
+
+    mine = tally("banister", [1000.0], [2.0] * 98 + [200.0] * 2)
+    fast_compile = tally("compiles-fast", [800.0], [10.0] * 98 + [300.0] * 2)
+    fast_masks = tally("masks-fast", [500_000.0], [1.0] * 98 + [60.0] * 2)
+    nothing = EngineTally("compiled-nothing")  # no figures: passed over, not a zero
+    best = best_peer([mine, fast_compile, fast_masks, nothing])
+    assert best["ttfm_us p50"] == {"peer": "compiles-fast", "ratio": pytest.approx(1000 / 800)}
+    assert best["mask_us p50"] == {"peer": "masks-fast", "ratio": pytest.approx(2.0)}
+    expected_p99 = np.percentile([2.0] * 98 + [200.0] * 2, 99) / np.percentile([1.0] * 98 + [60.0] * 2, 99)
+    assert best["mask_us p99"]["peer"] == "masks-fast"
+    assert best["mask_us p99"]["ratio"] == pytest.approx(expected_p99)
+    assert "accept_us p50" not in best  # no engine timed an accept
+    line = next(ln for ln in format_table([mine, fast_compile, fast_masks]).splitlines() if "better peer" in ln)
+    assert "ttfm p50 1.25x (compiles-fast)" in line and "mask p50 2x (masks-fast)" in line
+    assert "better peer" not in format_table([mine, fast_compile])  # one peer: its own line says it all
 
 
 def test_profile_mask_breakdown_times_the_mask_path():
