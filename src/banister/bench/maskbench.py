@@ -345,16 +345,15 @@ HEADLINE = [("ttfm_us", "p50"), ("mask_us", "p50"), ("mask_us", "p99")]
 
 
 def best_peer(tallies: list[EngineTally]) -> dict[str, dict[str, Any]]:
-    """For each measure of ``RATIOS``, the peer with the lowest time and banister's (the first engine's)
-    ratio to it: ``{"mask_us p99": {"peer": "llguidance", "ratio": 0.7}}``. A peer with no figure for a
-    measure (it compiled nothing) is passed over; a measure no peer has is left out."""
-    rows = [t.summary() for t in tallies]
+    """For each measure of ``RATIOS``, the fastest peer and banister's (the first engine's) ratio to it:
+    ``{"mask_us p99": {"peer": "llguidance", "ratio": 0.7}}``. The fastest peer is the one banister's
+    ratio is highest to; a peer with no figure (it compiled nothing) is passed over, and a measure with
+    no ratio at all is left out."""
     out: dict[str, dict[str, Any]] = {}
-    for key, q in RATIOS:
-        timed = [(row[key][q], row["engine"]) for row in rows[1:] if row[key].get(q)]
-        if timed:
-            fastest, name = min(timed)
-            out[f"{key} {q}"] = {"peer": name, "ratio": _over(rows[0][key].get(q), fastest)}
+    for peer, by_measure in ratios(tallies).items():
+        for measure, ratio in by_measure.items():
+            if ratio is not None and (measure not in out or ratio > out[measure]["ratio"]):
+                out[measure] = {"peer": peer, "ratio": ratio}
     return out
 
 
