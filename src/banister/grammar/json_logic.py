@@ -1316,8 +1316,9 @@ class Logic:
     def _leaf_admits(self, loc: Location, kinds: list[str]) -> bool:
         """Whether the leaf keywords of the schema at ``loc``, of types ``kinds``, are well formed (read
         as the compile reads them: ``_count``, :meth:`_string_term`, :meth:`_number_term`), stay far
-        inside the limits that could refuse them and leave some value of one of ``kinds`` (properties
-        and items aside: :meth:`_deferrable_schema` tests them). An ``enum`` or ``const`` comes alone, of
+        inside the limits that could refuse them and leave some value of one of ``kinds`` (a number's
+        bounds judged by the compile's own ``_num_empty``; properties and items aside:
+        :meth:`_deferrable_schema` tests them). An ``enum`` or ``const`` comes alone, of
         scalars of those types; a ``format`` comes without lengths; counts, lengths and bounds stay
         within ``_DEFERRED_SIZE``, ``_DEFERRED_LENGTH``, ``_DEFERRED_MAGNITUDE`` and
         ``_DEFERRED_DENOMINATOR``."""
@@ -1351,8 +1352,9 @@ class Logic:
                 return True
             if kind == "string" and (string.max_len is None or string.min_len <= string.max_len):
                 return True
-            if kind in ("number", "integer") and _bounds_admit(number.lo, number.lo_x, number.hi, number.hi_x,
-                                                               integer=number.integer or kind == "integer"):
+            if kind in ("number", "integer") and not _num_empty(
+                replace(number, integer=True) if kind == "integer" and not number.integer else number
+            ):
                 return True
         return False
 
@@ -1997,13 +1999,3 @@ def _enum_value_fits(value: Any, kinds: list[str]) -> bool:
     for an integer: drafts disagree on ``1.0``)."""
     kind = json_type(value)
     return kind not in _NESTED_TYPES and (kind in kinds or (kind == "number" and type(value) is int and "integer" in kinds))
-
-
-def _bounds_admit(lo: Fraction | None, lo_x: bool, hi: Fraction | None, hi_x: bool, *, integer: bool) -> bool:
-    """Whether some number (an integer, with ``integer``) lies within the bounds."""
-    if lo is None or hi is None:
-        return True
-    if integer:
-        lo = Fraction(math.floor(lo) + 1) if lo_x or lo.denominator != 1 else lo
-        lo_x = False
-    return lo < hi or (lo == hi and not lo_x and not hi_x)
