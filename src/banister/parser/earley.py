@@ -148,9 +148,9 @@ class EarleyTables:
                 alt_starts[nt] = tuple(starts)
                 if not alternatives:
                     self._pending.add(nt)
-                else:
+                elif all(alternatives):
                     self._pending.discard(nt)
-                if alternatives and not all(alternatives):
+                else:
                     raise GrammarError(f"internal: the deferred rule {name!r} derives the empty string")
             self._size += grown
             if self._size > self._max_symbols or len(next_symbol) > _DOT_MASK:
