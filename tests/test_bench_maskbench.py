@@ -165,6 +165,51 @@ def test_the_better_peer_is_chosen_per_measure():
     assert "better peer" not in format_table([mine, fast_compile])  # one peer: its own line says it all
 
 
+def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
+    """A run stopped part-way (its last line cut short, as a kill leaves it) goes on from the records
+    the file holds: they are replayed as timed, the rest timed now, and the counts are those of a run
+    in one go. A file from another run, or a damaged line, is refused with the line named."""
+    from banister.bench.maskbench import Checkpoint, CheckpointError, run
+
+    named = load_named("gpt2")
+    records = sample[:4]
+    ids = [r["id"] for r in records]
+    header = {"run": "test", "records": ids}
+    engine = BanisterEngine(named.vocab, named.encode)
+    path = tmp_path / "run.jsonl"
+    (whole,) = run(records, [engine], named.encode, named.vocab, progress=False, extras=False,
+                   checkpoint=Checkpoint(str(path), header))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + len(records)
+    kept = json.loads(lines[2])["tallies"][0]
+    path.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])  # killed while saving record 3
+
+    again = Checkpoint(str(path), header)
+    (resumed,) = run(records, [engine], named.encode, named.vocab, progress=False, extras=False, checkpoint=again)
+    assert again.sittings == 2 and len(path.read_text().splitlines()) == 1 + len(records)
+    counts = ("schemas", "passing", "compile_errors", "valid_rejected", "invalid_accepted", "tokens")
+    assert [getattr(resumed, c) for c in counts] == [getattr(whole, c) for c in counts]
+    assert len(resumed.mask_us) == len(whole.mask_us) and set(resumed.ttfm_by_record) == set(whole.ttfm_by_record)
+    first_two = sum(len(json.loads(line)["tallies"][0]["mask_us"]) for line in lines[1:3])
+    assert list(resumed.mask_us[first_two - len(kept["mask_us"]) : first_two]) == kept["mask_us"]
+    assert resumed.ttfm_by_record[ids[1]] == kept["ttfm_us"][0]
+
+    with pytest.raises(CheckpointError, match="another run.*records"):
+        run(records[:3], [engine], named.encode, named.vocab, progress=False, extras=False,
+            checkpoint=Checkpoint(str(path), {"run": "test", "records": ids[:3]}))
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2][:-1]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CheckpointError, match="line 3 is not JSON"):
+        run(records, [engine], named.encode, named.vocab, progress=False, extras=False,
+            checkpoint=Checkpoint(str(path), header))
+    lines[2] = json.dumps({"id": ids[0], "sitting": 1, "tallies": []})
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CheckpointError, match="line 3 is not the run's record 2"):
+        run(records, [engine], named.encode, named.vocab, progress=False, extras=False,
+            checkpoint=Checkpoint(str(path), header))
+
+
 def test_profile_mask_breakdown_times_the_mask_path():
     """benchmarks/profile_mask.py --breakdown wraps the recogniser's methods by name: it runs, and
     charges time to them (a renamed method would fail it at start)."""

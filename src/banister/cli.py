@@ -90,7 +90,8 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
 
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
                           json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
-                          extras=not args.no_extras, gc_threshold=args.gc_threshold)
+                          extras=not args.no_extras, gc_threshold=args.gc_threshold,
+                          checkpoint=args.checkpoint)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_gc_threshold_option(mb, how=", as `banister serve` runs")
     mb.add_argument("--no-extras", action="store_true",
                     help="skip banister's untimed extras: jump-forward share and memory per compiled grammar")
+    mb.add_argument("--checkpoint", metavar="FILE",
+                    help="keep each timed record's results in FILE as it finishes; run the same command again "
+                         "to go on from where it stopped (for runs longer than one sitting)")
     mb.set_defaults(run=_cmd_bench_maskbench)
 
     from banister.engine.commands import add_commands as add_engine_commands

@@ -16,13 +16,20 @@ over one more compile of the schema plus the masks of its first instance: the pe
 allocated while the compiled grammar and its matcher are alive; vocabulary-level tables and caches
 shared across grammars were already built by the timed pass, so this is what one more grammar costs
 a warm process).
+
+A run can be spread over several sittings with a checkpoint file (:class:`Checkpoint`): each timed
+record's results are appended to it as the record finishes, and a later run of the same command picks
+up after the last one. XGrammar compiles the whole dev split in five to seven hours on a two-core
+machine, longer than one sitting.
 """
 
 from __future__ import annotations
 
 import gc
 import gzip
+import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -36,6 +43,7 @@ import numpy as np
 
 from banister.bench.peers import Engine, make_engine
 from banister.collector import GEN0_THRESHOLD, settle_heap
+from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.vocab import Vocabulary
 
@@ -94,6 +102,30 @@ class EngineTally:
     memory_peak_kib: array[float] = field(default_factory=_doubles)  # per compiled grammar
     memory_retained_kib: array[float] = field(default_factory=_doubles)
 
+    def mark(self) -> tuple[int, ...]:
+        """Where the tally stands now, for :meth:`since`: its counts and how long its lists are."""
+        return (*(getattr(self, name) for name in COUNTS), *(len(getattr(self, name)) for name in TIMINGS),
+                len(self.failures))
+
+    def since(self, mark: tuple[int, ...]) -> dict[str, Any]:
+        """What the timed pass added after ``mark`` (one record's results, as a checkpoint keeps them)."""
+        counts, lengths = mark[: len(COUNTS)], mark[len(COUNTS) : -1]
+        added: dict[str, Any] = {name: getattr(self, name) - before for name, before in zip(COUNTS, counts)}
+        for name, before in zip(TIMINGS, lengths):
+            added[name] = [round(t, 3) for t in getattr(self, name)[before:]]
+        added["failures"] = self.failures[mark[-1]:]
+        return added
+
+    def add(self, record_id: str, added: dict[str, Any]) -> None:
+        """Add one record's results, as :meth:`since` gave them."""
+        for name in COUNTS:
+            setattr(self, name, getattr(self, name) + added[name])
+        for name in TIMINGS:
+            getattr(self, name).extend(added[name])
+        if added["ttfm_us"]:
+            self.ttfm_by_record[record_id] = added["ttfm_us"][0]
+        self.failures.extend(added["failures"])
+
     def summary(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.forced_total:
@@ -123,6 +155,87 @@ class EngineTally:
             "compile_us": _percentiles(self.compile_us, (50, 90, 99)),
             **extra,
         }
+
+
+COUNTS = ("schemas", "passing", "compile_errors", "valid_rejected", "invalid_accepted", "tokens")
+TIMINGS = ("mask_us", "accept_us", "ttfm_us", "compile_us")
+"""The counts and timings of :class:`EngineTally` the timed pass adds to (a record's time to first
+mask is the first of its ``ttfm_us``)."""
+
+
+class CheckpointError(BanisterError, ValueError):
+    """A checkpoint file that does not belong to this run or cannot be read; the message says which."""
+
+
+class Checkpoint:
+    """The timed records of a run, kept in a file as they finish, so that the run can stop and go on.
+
+    The file is JSON lines: a header naming the run (data, tokenizer, engines, the records' ids in
+    order, and every setting that changes what is timed), then one line per record with what each
+    engine's tally gained (:meth:`EngineTally.since`) and the sitting it was timed in. A run given a
+    file that another run made is refused; a last line cut short by a killed process is dropped, and
+    that record is timed again. Records are timed in order, so those done are always a prefix.
+
+    Each sitting is a new process: banister's caches (and the CPU's) start cold there, as they do
+    after a server restart, which only counts against banister.
+    """
+
+    def __init__(self, path: str, header: dict[str, Any]) -> None:
+        self.path = path
+        self.header = {"checkpoint": 1, **header}
+        self.sitting = 1  # this process's
+        self.sittings = 0  # the sittings the file's records were timed in
+
+    def restore(self, record_ids: list[str], tallies: list[EngineTally]) -> int:
+        """Replay the file into ``tallies`` and return how many records it holds (0 for a new file)."""
+        if not os.path.exists(self.path) or not os.path.getsize(self.path):
+            self._write(self.header, "w")
+            return 0
+        with open(self.path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+        entries = []
+        for number, line in enumerate(lines, 1):
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                if number == len(lines) > 1:  # a record cut short by a killed process: timed again
+                    with open(self.path, "w", encoding="utf-8") as fh:
+                        fh.write("".join(kept + "\n" for kept in lines[:-1]))
+                    break
+                raise CheckpointError(f"checkpoint {self.path} line {number} is not JSON") from None
+        header = entries[0]
+        if header != self.header:
+            differing = sorted(k for k in self.header if not isinstance(header, dict) or header.get(k) != self.header[k])
+            raise CheckpointError(f"checkpoint {self.path} belongs to another run (it differs in "
+                                  f"{', '.join(differing) or 'its header'}); give a new file or rerun the command "
+                                  "that made it")
+        for number, entry in enumerate(entries[1:], 2):
+            expected = record_ids[number - 2] if number - 2 < len(record_ids) else None
+            if not isinstance(entry, dict) or entry.get("id") != expected:
+                raise CheckpointError(f"checkpoint {self.path} line {number} is not the run's record {number - 1}")
+            try:
+                for tally, added in zip(tallies, entry["tallies"], strict=True):
+                    tally.add(expected, added)
+                self.sittings = max(self.sittings, int(entry["sitting"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CheckpointError(f"checkpoint {self.path} line {number} is not a timed record "
+                                      f"({type(exc).__name__}: {exc})") from None
+        self.sitting = self.sittings + 1
+        return len(entries) - 1
+
+    def save(self, record_id: str, added: list[dict[str, Any]]) -> None:
+        """Append one timed record's results (flushed at once: the process may be stopped any time)."""
+        self._write({"id": record_id, "sitting": self.sitting, "tallies": added}, "a")
+        self.sittings = self.sitting
+
+    def _write(self, entry: dict[str, Any], mode: str) -> None:
+        with open(self.path, mode, encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, separators=(",", ":")) + "\n")
+
+
+def record_ids_digest(records: list[dict[str, Any]]) -> str:
+    """A short digest of the records' ids in order: two runs over the same records agree on it."""
+    return hashlib.sha256("\n".join(str(r["id"]) for r in records).encode()).hexdigest()[:16]
 
 
 def _percentiles(values: list[float], qs: tuple[float, ...]) -> dict[str, float]:
@@ -249,29 +362,44 @@ def measure_memory(engine: Engine, schema: Any, tokens: list[int], vocab: Vocabu
 
 
 def run(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[str], list[int]],
-        vocab: Vocabulary, *, progress: bool = True, extras: bool = True) -> list[EngineTally]:
+        vocab: Vocabulary, *, progress: bool = True, extras: bool = True,
+        checkpoint: Checkpoint | None = None) -> list[EngineTally]:
     """Every record through every engine, record by record (so the engines see the same order); then,
-    with ``extras``, the untimed extras of every record (:func:`measure_extras`)."""
+    with ``extras``, the untimed extras of every record (:func:`measure_extras`). With a ``checkpoint``,
+    the records it holds are replayed instead of timed, and each record timed is saved to it."""
     tallies = [EngineTally(e.name) for e in engines]
-    passes = [("timed", run_record)] + ([("extras", measure_extras)] if extras else [])
-    for label, measure in passes:
+    done = checkpoint.restore([r["id"] for r in records], tallies) if checkpoint else 0
+    started = time.perf_counter()
+    for n, record in enumerate(records[done:], done + 1):
+        marks = [tally.mark() for tally in tallies]
+        for engine, tally in zip(engines, tallies):
+            run_record(engine, record, encode, vocab, tally)
+        if checkpoint:
+            checkpoint.save(record["id"], [tally.since(mark) for tally, mark in zip(tallies, marks)])
+        if progress:
+            _progress("timed", n, len(records), started, resumed_at=done)
+    if progress:
+        print(file=sys.stderr)
+    if extras:
         started = time.perf_counter()
         for n, record in enumerate(records, 1):
             for engine, tally in zip(engines, tallies):
-                measure(engine, record, encode, vocab, tally)
+                measure_extras(engine, record, encode, vocab, tally)
             if progress:
-                _progress(label, n, len(records), started)
+                _progress("extras", n, len(records), started)
         if progress:
             print(file=sys.stderr)
     return tallies
 
 
-def _progress(label: str, done: int, total: int, started: float) -> None:
+def _progress(label: str, at: int, of: int, started: float, *, resumed_at: int = 0) -> None:
+    """A progress bar at record ``at`` of ``of``; the time left is reckoned from the records this process
+    ran (``resumed_at`` were replayed from a checkpoint)."""
     width = 30
-    filled = width * done // max(total, 1)
+    filled = width * at // max(of, 1)
     elapsed = time.perf_counter() - started
-    eta = elapsed / done * (total - done)
-    print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} records, {elapsed:.0f}s, "
+    eta = elapsed / max(at - resumed_at, 1) * (of - at)
+    print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {at}/{of} records, {elapsed:.0f}s, "
           f"eta {eta:.0f}s", end="", file=sys.stderr, flush=True)
 
 
@@ -395,10 +523,11 @@ def _cell(value: Any) -> str:
 
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
-                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD) -> int:
+                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, checkpoint: str | None = None) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
     (:func:`banister.collector.settle_heap` with ``gc_threshold``); after the run its thresholds are restored,
-    and the heap unfrozen unless it was frozen before."""
+    and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
+    from the records the file holds (:class:`Checkpoint`)."""
     from banister.vocab.named import load_named
 
     named = load_named(tokenizer)
@@ -408,23 +537,28 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None and sample < len(records):
         records = random.Random(seed).sample(records, sample)
+    run_settings = {"tokenizer": tokenizer, "data": os.path.basename(data), "split": split, "limit": limit,
+                    "sample": sample, "seed": seed, "engine_names": engine_names, "gc_threshold": gc_threshold,
+                    "records": len(records), "record_ids": record_ids_digest(records)}
+    kept = Checkpoint(checkpoint, run_settings) if checkpoint else None
     frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
     try:
-        tallies = run(records, engines, named.encode, vocab, extras=extras)
+        tallies = run(records, engines, named.encode, vocab, extras=extras, checkpoint=kept)
     finally:
         gc.set_threshold(*previous)
         if not frozen_before:  # a caller in the same process gets its heap back as it was
             gc.unfreeze()
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
+    if kept is not None and kept.sittings > 1:
+        print(f"timed in {kept.sittings} sittings (checkpoint {checkpoint}); each began with cold caches")
     print(format_table(tallies))
     for tally in tallies:
         for line in tally.failures[:show_failures]:
             print(f"  [{tally.name}] {line}")
     if json_out:
         with open(json_out, "w") as fh:
-            json.dump({"tokenizer": tokenizer, "data": data, "split": split, "limit": limit, "sample": sample,
-                       "seed": seed, "records": len(records), "gc_threshold": gc_threshold,
+            json.dump({**run_settings, "data": data, "sittings": kept.sittings if kept else 1,
                        "engines": [t.summary() for t in tallies], "ratios": ratios(tallies),
                        "ratios_to_best_peer": best_peer(tallies),
                        "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
