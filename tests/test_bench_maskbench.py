@@ -165,10 +165,25 @@ def test_the_better_peer_is_chosen_per_measure():
     assert "better peer" not in format_table([mine, fast_compile])  # one peer: its own line says it all
 
 
+class _StoppedAt:
+    """An engine that is banister until Ctrl-C is pressed while it compiles ``schema``."""
+
+    def __init__(self, engine: BanisterEngine, schema: dict) -> None:
+        self.name, self._engine, self._schema = engine.name, engine, schema
+
+    def compile_json_schema(self, schema: dict):
+        if schema is self._schema:
+            raise KeyboardInterrupt
+        return self._engine.compile_json_schema(schema)
+
+    def matcher(self, compiled):
+        return self._engine.matcher(compiled)
+
+
 def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
-    """A run stopped part-way (its last line cut short, as a kill leaves it) goes on from the records
-    the file holds: they are replayed as timed, the rest timed now, and the counts are those of a run
-    in one go. A file from another run, or a damaged line, is refused with the line named."""
+    """A run stopped with Ctrl-C returns the records its checkpoint holds; run again, it replays them and
+    times the rest (a last line cut short, as a kill leaves it, is timed again), and the counts are
+    those of a run in one go. A file from another run, or a damaged line, is refused, naming the line."""
     from banister.bench.maskbench import Checkpoint, CheckpointError, run
 
     named = load_named("gpt2")
@@ -176,22 +191,26 @@ def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
     ids = [r["id"] for r in records]
     header = {"run": "test", "records": ids}
     engine = BanisterEngine(named.vocab, named.encode)
-    path = tmp_path / "run.jsonl"
     (whole,) = run(records, [engine], named.encode, named.vocab, progress=False, extras=False,
-                   checkpoint=Checkpoint(str(path), header))
+                   checkpoint=Checkpoint(str(tmp_path / "whole.jsonl"), header))
+
+    path = tmp_path / "run.jsonl"
+    first = Checkpoint(str(path), header)
+    (stopped,) = run(records, [_StoppedAt(engine, records[2]["schema"])], named.encode, named.vocab,
+                     progress=False, checkpoint=first)
+    assert first.held == 2 and stopped.schemas == 2 and not stopped.memory_peak_kib  # no extras either
     lines = path.read_text().splitlines()
-    assert len(lines) == 1 + len(records)
+    assert len(lines) == 3
     kept = json.loads(lines[2])["tallies"][0]
-    path.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])  # killed while saving record 3
+    path.write_text(path.read_text() + lines[2][: len(lines[2]) // 2])  # a kill while saving record 3
 
     again = Checkpoint(str(path), header)
     (resumed,) = run(records, [engine], named.encode, named.vocab, progress=False, extras=False, checkpoint=again)
-    assert again.sittings == 2 and len(path.read_text().splitlines()) == 1 + len(records)
+    assert (again.held, again.sittings) == (4, 2) and len(path.read_text().splitlines()) == 1 + len(records)
     counts = ("schemas", "passing", "compile_errors", "valid_rejected", "invalid_accepted", "tokens")
     assert [getattr(resumed, c) for c in counts] == [getattr(whole, c) for c in counts]
     assert len(resumed.mask_us) == len(whole.mask_us) and set(resumed.ttfm_by_record) == set(whole.ttfm_by_record)
-    first_two = sum(len(json.loads(line)["tallies"][0]["mask_us"]) for line in lines[1:3])
-    assert list(resumed.mask_us[first_two - len(kept["mask_us"]) : first_two]) == kept["mask_us"]
+    assert list(resumed.mask_us[len(stopped.mask_us) - len(kept["mask_us"]) : len(stopped.mask_us)]) == kept["mask_us"]
     assert resumed.ttfm_by_record[ids[1]] == kept["ttfm_us"][0]
 
     with pytest.raises(CheckpointError, match="another run.*records"):

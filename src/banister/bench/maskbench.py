@@ -185,6 +185,7 @@ class Checkpoint:
         self.header = {"checkpoint": 1, **header}
         self.sitting = 1  # this process's
         self.sittings = 0  # the sittings the file's records were timed in
+        self.held = 0  # the records the file holds
 
     def restore(self, record_ids: list[str], tallies: list[EngineTally]) -> int:
         """Replay the file into ``tallies`` and return how many records it holds (0 for a new file)."""
@@ -221,12 +222,14 @@ class Checkpoint:
                 raise CheckpointError(f"checkpoint {self.path} line {number} is not a timed record "
                                       f"({type(exc).__name__}: {exc})") from None
         self.sitting = self.sittings + 1
-        return len(entries) - 1
+        self.held = len(entries) - 1
+        return self.held
 
     def save(self, record_id: str, added: list[dict[str, Any]]) -> None:
         """Append one timed record's results (flushed at once: the process may be stopped any time)."""
         self._write({"id": record_id, "sitting": self.sitting, "tallies": added}, "a")
         self.sittings = self.sitting
+        self.held += 1
 
     def _write(self, entry: dict[str, Any], mode: str) -> None:
         with open(self.path, mode, encoding="utf-8") as fh:
@@ -366,20 +369,30 @@ def run(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[
         checkpoint: Checkpoint | None = None) -> list[EngineTally]:
     """Every record through every engine, record by record (so the engines see the same order); then,
     with ``extras``, the untimed extras of every record (:func:`measure_extras`). With a ``checkpoint``,
-    the records it holds are replayed instead of timed, and each record timed is saved to it."""
+    the records it holds are replayed instead of timed, and each record timed is saved to it; a run
+    stopped with Ctrl-C then returns the tallies of the records the file holds, without extras."""
     tallies = [EngineTally(e.name) for e in engines]
-    done = checkpoint.restore([r["id"] for r in records], tallies) if checkpoint else 0
+    ids = [r["id"] for r in records]
+    done = checkpoint.restore(ids, tallies) if checkpoint else 0
     started = time.perf_counter()
-    for n, record in enumerate(records[done:], done + 1):
-        marks = [tally.mark() for tally in tallies]
-        for engine, tally in zip(engines, tallies):
-            run_record(engine, record, encode, vocab, tally)
-        if checkpoint:
-            checkpoint.save(record["id"], [tally.since(mark) for tally, mark in zip(tallies, marks)])
+    try:
+        for n, record in enumerate(records[done:], done + 1):
+            marks = [tally.mark() for tally in tallies]
+            for engine, tally in zip(engines, tallies):
+                run_record(engine, record, encode, vocab, tally)
+            if checkpoint:
+                checkpoint.save(record["id"], [tally.since(mark) for tally, mark in zip(tallies, marks)])
+            if progress:
+                _progress("timed", n, len(records), started, resumed_at=done)
+    except KeyboardInterrupt:
+        if checkpoint is None:
+            raise
+        tallies = [EngineTally(e.name) for e in engines]  # the record cut off is dropped: timed next sitting
+        checkpoint.restore(ids, tallies)
+        return tallies
+    finally:
         if progress:
-            _progress("timed", n, len(records), started, resumed_at=done)
-    if progress:
-        print(file=sys.stderr)
+            print(file=sys.stderr)
     if extras:
         started = time.perf_counter()
         for n, record in enumerate(records, 1):
@@ -550,6 +563,9 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
         if not frozen_before:  # a caller in the same process gets its heap back as it was
             gc.unfreeze()
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
+    complete = kept is None or kept.held == len(records)
+    if kept is not None and not complete:
+        print(f"stopped after {kept.held} of {len(records)} records: the table is theirs; the same command goes on")
     if kept is not None and kept.sittings > 1:
         print(f"timed in {kept.sittings} sittings (checkpoint {checkpoint}); each began with cold caches")
     print(format_table(tallies))
@@ -558,7 +574,7 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
             print(f"  [{tally.name}] {line}")
     if json_out:
         with open(json_out, "w") as fh:
-            json.dump({**run_settings, "data": data, "sittings": kept.sittings if kept else 1,
+            json.dump({**run_settings, "data": data, "complete": complete, "sittings": kept.sittings if kept else 1,
                        "engines": [t.summary() for t in tallies], "ratios": ratios(tallies),
                        "ratios_to_best_peer": best_peer(tallies),
                        "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
