@@ -108,7 +108,8 @@ class EngineTally:
                 len(self.failures))
 
     def since(self, mark: tuple[int, ...]) -> dict[str, Any]:
-        """What the timed pass added after ``mark`` (one record's results, as a checkpoint keeps them)."""
+        """What the timed pass added after ``mark``: one record's results, as a checkpoint keeps them
+        (timings to the nanosecond)."""
         counts, lengths = mark[: len(COUNTS)], mark[len(COUNTS) : -1]
         added: dict[str, Any] = {name: getattr(self, name) - before for name, before in zip(COUNTS, counts)}
         for name, before in zip(TIMINGS, lengths):
@@ -194,23 +195,17 @@ class Checkpoint:
             return 0
         with open(self.path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
-        entries = []
-        for number, line in enumerate(lines, 1):
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                if number == len(lines) > 1:  # a record cut short by a killed process: timed again
-                    with open(self.path, "w", encoding="utf-8") as fh:
-                        fh.write("".join(kept + "\n" for kept in lines[:-1]))
-                    break
-                raise CheckpointError(f"checkpoint {self.path} line {number} is not JSON") from None
-        header = entries[0]
+        header = self._entry(lines, 1)
         if header != self.header:
             differing = sorted(k for k in self.header if not isinstance(header, dict) or header.get(k) != self.header[k])
             raise CheckpointError(f"checkpoint {self.path} belongs to another run (it differs in "
                                   f"{', '.join(differing) or 'its header'}); give a new file or rerun the command "
                                   "that made it")
-        for number, entry in enumerate(entries[1:], 2):
+        self.held = 0
+        for number in range(2, len(lines) + 1):  # each line replayed as it is read: a whole split is big
+            entry = self._entry(lines, number)
+            if entry is None:
+                break
             expected = record_ids[number - 2] if number - 2 < len(record_ids) else None
             if not isinstance(entry, dict) or entry.get("id") != expected:
                 raise CheckpointError(f"checkpoint {self.path} line {number} is not the run's record {number - 1}")
@@ -221,9 +216,21 @@ class Checkpoint:
             except (KeyError, TypeError, ValueError) as exc:
                 raise CheckpointError(f"checkpoint {self.path} line {number} is not a timed record "
                                       f"({type(exc).__name__}: {exc})") from None
+            self.held += 1
         self.sitting = self.sittings + 1
-        self.held = len(entries) - 1
         return self.held
+
+    def _entry(self, lines: list[str], number: int) -> Any:
+        """Line ``number`` (from 1) parsed; None for a last record line cut short by a killed process,
+        which is dropped from the file (its record is timed again)."""
+        try:
+            return json.loads(lines[number - 1])
+        except json.JSONDecodeError:
+            if number == len(lines) > 1:
+                with open(self.path, "w", encoding="utf-8") as fh:
+                    fh.write("".join(line + "\n" for line in lines[:-1]))
+                return None
+            raise CheckpointError(f"checkpoint {self.path} line {number} is not JSON") from None
 
     def save(self, record_id: str, added: list[dict[str, Any]]) -> None:
         """Append one timed record's results (flushed at once: the process may be stopped any time)."""
