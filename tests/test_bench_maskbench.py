@@ -192,7 +192,7 @@ def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
     header = {"run": "test", "records": ids}
     engine = BanisterEngine(named.vocab, named.encode)
     (whole,) = run(records, [engine], named.encode, named.vocab, progress=False, extras=False,
-                   checkpoint=Checkpoint(str(tmp_path / "whole.jsonl"), header))
+                   checkpoint=Checkpoint(str(tmp_path / "whole.jsonl"), header), by_split=True)
 
     path = tmp_path / "run.jsonl"
     first = Checkpoint(str(path), header)
@@ -212,6 +212,7 @@ def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
     assert len(resumed.mask_us) == len(whole.mask_us) and set(resumed.ttfm_by_record) == set(whole.ttfm_by_record)
     assert list(resumed.mask_us[len(stopped.mask_us) - len(kept["mask_us"]) : len(stopped.mask_us)]) == kept["mask_us"]
     assert resumed.ttfm_by_record[ids[1]] == kept["ttfm_us"][0]
+    assert not resumed.by_split  # kept only when asked for
 
     with pytest.raises(CheckpointError, match="another run.*records"):
         run(records[:3], [engine], named.encode, named.vocab, progress=False, extras=False,
@@ -227,6 +228,37 @@ def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
     with pytest.raises(CheckpointError, match="line 3 is not the run's record 2"):
         run(records, [engine], named.encode, named.vocab, progress=False, extras=False,
             checkpoint=Checkpoint(str(path), header))
+
+
+def test_results_by_split_add_up_to_the_whole(sample, tmp_path):
+    """``by_split`` files every record's results under its split, timed now or replayed from a
+    checkpoint: the splits' counts and timings add up to the whole, and each gets one line."""
+    from banister.bench.maskbench import Checkpoint, format_splits, run, split_tallies
+
+    named = load_named("gpt2")
+    by_split: dict[str, list] = {}
+    for record in sample:
+        by_split.setdefault(record["split"], []).append(record)
+    records = [r for group in list(by_split.values())[:3] for r in group[:2]]
+    engines = [BanisterEngine(named.vocab, named.encode), BanisterEngine(named.vocab, named.encode)]
+    path = str(tmp_path / "run.jsonl")
+    timed = run(records, engines, named.encode, named.vocab, progress=False, extras=False, by_split=True,
+                checkpoint=Checkpoint(path, {"run": "splits"}))
+    replayed = run(records, engines, named.encode, named.vocab, progress=False, extras=False, by_split=True,
+                   checkpoint=Checkpoint(path, {"run": "splits"}))
+    for tallies in (timed, replayed):
+        groups = split_tallies(tallies)
+        assert list(groups) == sorted({r["split"] for r in records}) and len(groups) > 1
+        for k, whole in enumerate(tallies):
+            parts = [subs[k] for subs in groups.values()]
+            assert sum(p.schemas for p in parts) == whole.schemas == len(records)
+            assert sum(p.tokens for p in parts) == whole.tokens
+            assert sorted(t for p in parts for t in p.mask_us) == sorted(whole.mask_us)
+            assert {rid for p in parts for rid in p.ttfm_by_record} == set(whole.ttfm_by_record)
+        lines = format_splits(tallies).splitlines()
+        assert [line.split(":")[0] for line in lines] == list(groups)
+        assert any("the better peer: ttfm p50" in line for line in lines)  # (a split of refusals has none)
+    assert list(replayed[0].mask_us) == [round(t, 3) for t in timed[0].mask_us]
 
 
 def test_profile_mask_breakdown_times_the_mask_path():

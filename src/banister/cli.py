@@ -91,7 +91,7 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
                           json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
                           extras=not args.no_extras, gc_threshold=args.gc_threshold,
-                          checkpoint=args.checkpoint)
+                          checkpoint=args.checkpoint, by_split=args.by_split)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--checkpoint", metavar="FILE",
                     help="keep each timed record's results in FILE as it finishes; run the same command again "
                          "to go on from where it stopped (for runs longer than one sitting)")
+    mb.add_argument("--by-split", action="store_true",
+                    help="also one line per split: schemas passing per engine and banister's ratio to the better "
+                         "peer at time to first mask p50, mask p50 and mask p99")
     mb.set_defaults(run=_cmd_bench_maskbench)
 
     from banister.engine.commands import add_commands as add_engine_commands

@@ -101,6 +101,7 @@ class EngineTally:
     forced_shares: array[float] = field(default_factory=_doubles)  # per instance
     memory_peak_kib: array[float] = field(default_factory=_doubles)  # per compiled grammar
     memory_retained_kib: array[float] = field(default_factory=_doubles)
+    by_split: dict[str, EngineTally] = field(default_factory=dict)  # the timed pass's results per split, if kept
 
     def mark(self) -> tuple[int, ...]:
         """Where the tally stands now, for :meth:`since`: its counts and how long its lists are."""
@@ -108,12 +109,11 @@ class EngineTally:
                 len(self.failures))
 
     def since(self, mark: tuple[int, ...]) -> dict[str, Any]:
-        """What the timed pass added after ``mark``: one record's results, as a checkpoint keeps them
-        (timings to the nanosecond)."""
+        """What the timed pass added after ``mark``: one record's results, as a checkpoint keeps them."""
         counts, lengths = mark[: len(COUNTS)], mark[len(COUNTS) : -1]
         added: dict[str, Any] = {name: getattr(self, name) - before for name, before in zip(COUNTS, counts)}
         for name, before in zip(TIMINGS, lengths):
-            added[name] = [round(t, 3) for t in getattr(self, name)[before:]]
+            added[name] = getattr(self, name)[before:].tolist()
         added["failures"] = self.failures[mark[-1]:]
         return added
 
@@ -126,6 +126,13 @@ class EngineTally:
         if added["ttfm_us"]:
             self.ttfm_by_record[record_id] = added["ttfm_us"][0]
         self.failures.extend(added["failures"])
+
+    def add_to_split(self, split: str, record_id: str, added: dict[str, Any]) -> None:
+        """File one record's results (as :meth:`since` gave them) under its split in ``by_split``."""
+        sub = self.by_split.get(split)
+        if sub is None:
+            sub = self.by_split[split] = EngineTally(self.name)
+        sub.add(record_id, added)
 
     def summary(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -188,8 +195,9 @@ class Checkpoint:
         self.sittings = 0  # the sittings the file's records were timed in
         self.held = 0  # the records the file holds
 
-    def restore(self, record_ids: list[str], tallies: list[EngineTally]) -> int:
-        """Replay the file into ``tallies`` and return how many records it holds (0 for a new file)."""
+    def restore(self, record_ids: list[str], tallies: list[EngineTally], splits: list[str] | None = None) -> int:
+        """Replay the file into ``tallies`` (and, given the records' ``splits``, into their ``by_split``) and
+        return how many records it holds (0 for a new file)."""
         if not os.path.exists(self.path) or not os.path.getsize(self.path):
             self._write(self.header, "w")
             return 0
@@ -212,6 +220,8 @@ class Checkpoint:
             try:
                 for tally, added in zip(tallies, entry["tallies"], strict=True):
                     tally.add(expected, added)
+                    if splits is not None:
+                        tally.add_to_split(splits[number - 2], expected, added)
                 self.sittings = max(self.sittings, int(entry["sitting"]))
             except (KeyError, TypeError, ValueError) as exc:
                 raise CheckpointError(f"checkpoint {self.path} line {number} is not a timed record "
@@ -233,8 +243,11 @@ class Checkpoint:
             raise CheckpointError(f"checkpoint {self.path} line {number} is not JSON") from None
 
     def save(self, record_id: str, added: list[dict[str, Any]]) -> None:
-        """Append one timed record's results (flushed at once: the process may be stopped any time)."""
-        self._write({"id": record_id, "sitting": self.sitting, "tallies": added}, "a")
+        """Append one timed record's results, timings to the nanosecond (flushed at once: the process
+        may be stopped any time)."""
+        kept = [{name: [round(t, 3) for t in value] if name in TIMINGS else value for name, value in part.items()}
+                for part in added]
+        self._write({"id": record_id, "sitting": self.sitting, "tallies": kept}, "a")
         self.sittings = self.sitting
         self.held += 1
 
@@ -373,29 +386,36 @@ def measure_memory(engine: Engine, schema: Any, tokens: list[int], vocab: Vocabu
 
 def run(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[str], list[int]],
         vocab: Vocabulary, *, progress: bool = True, extras: bool = True,
-        checkpoint: Checkpoint | None = None) -> list[EngineTally]:
+        checkpoint: Checkpoint | None = None, by_split: bool = False) -> list[EngineTally]:
     """Every record through every engine, record by record (so the engines see the same order); then,
-    with ``extras``, the untimed extras of every record (:func:`measure_extras`). With a ``checkpoint``,
-    the records it holds are replayed instead of timed, and each record timed is saved to it; a run
+    with ``extras``, the untimed extras of every record (:func:`measure_extras`). With ``by_split``,
+    each tally's ``by_split`` gets the timed results of every split too. With a ``checkpoint``, the
+    records it holds are replayed instead of timed, and each record timed is saved to it; a run
     stopped with Ctrl-C then returns the tallies of the records the file holds, without extras."""
     tallies = [EngineTally(e.name) for e in engines]
     ids = [r["id"] for r in records]
-    done = checkpoint.restore(ids, tallies) if checkpoint else 0
+    splits = [str(r.get("split")) for r in records] if by_split else None
+    done = checkpoint.restore(ids, tallies, splits) if checkpoint else 0
     started = time.perf_counter()
     try:
         for n, record in enumerate(records[done:], done + 1):
             marks = [tally.mark() for tally in tallies]
             for engine, tally in zip(engines, tallies):
                 run_record(engine, record, encode, vocab, tally)
-            if checkpoint:
-                checkpoint.save(record["id"], [tally.since(mark) for tally, mark in zip(tallies, marks)])
+            if checkpoint or splits:
+                added = [tally.since(mark) for tally, mark in zip(tallies, marks)]
+                if checkpoint:
+                    checkpoint.save(record["id"], added)
+                if splits:
+                    for tally, gained in zip(tallies, added):
+                        tally.add_to_split(splits[n - 1], record["id"], gained)
             if progress:
                 _progress("timed", n, len(records), started, resumed_at=done)
     except KeyboardInterrupt:
         if checkpoint is None:
             raise
         tallies = [EngineTally(e.name) for e in engines]  # the record cut off is dropped: timed next sitting
-        checkpoint.restore(ids, tallies)
+        checkpoint.restore(ids, tallies, splits)
         return tallies
     finally:
         if progress:
@@ -451,10 +471,7 @@ def format_table(tallies: list[EngineTally]) -> str:
         lines.append(f"{base['engine']} / {other['engine']}: " + ", ".join(ratios)
                      + f"; passing {base['passing']} vs {other['passing']}")
     if len(rows) > 2:
-        best = best_peer(tallies)
-        lines.append(f"{base['engine']} / the better peer at each: " + ", ".join(
-            f"{key.split('_')[0]} {q} {_times(best[f'{key} {q}']['ratio'])} ({best[f'{key} {q}']['peer']})"
-            for key, q in HEADLINE if f"{key} {q}" in best))
+        lines.append(f"{base['engine']} / the better peer at each: {_headline(tallies)}")
     for name, common in common_ttfm(tallies).items():
         lines.append(f"{base['engine']} / {name} on the {common['records']} records both compiled: "
                      + ", ".join(f"ttfm {q} {_times(common[f'ttfm_us {q}'])}" for q in ("p50", "p90", "p99")))
@@ -470,6 +487,30 @@ def format_table(tallies: list[EngineTally]) -> str:
                          f"{mem['retained']['p100']:.0f} KiB; peak p50 {mem['peak']['p50']:.0f} KiB, max "
                          f"{mem['peak']['p100']:.0f} KiB")
     return "\n".join(lines)
+
+
+def split_tallies(tallies: list[EngineTally]) -> dict[str, list[EngineTally]]:
+    """Each split's tallies (from ``by_split``), one per engine in the engines' order; splits sorted."""
+    return {split: [t.by_split.get(split, EngineTally(t.name)) for t in tallies]
+            for split in sorted(tallies[0].by_split)}
+
+
+def format_splits(tallies: list[EngineTally]) -> str:
+    """One line per split (of ``by_split``): records, each engine's schemas passing, and banister's ratio
+    to the better peer at each ``HEADLINE`` measure over that split's records."""
+    lines = []
+    for split, subs in split_tallies(tallies).items():
+        passing = " / ".join(f"{t.name} {t.passing}" for t in subs)
+        lines.append(f"{split}: {subs[0].schemas} records, passing {passing}; "
+                     f"{tallies[0].name} / the better peer: {_headline(subs) or 'n/a'}")
+    return "\n".join(lines)
+
+
+def _headline(tallies: list[EngineTally]) -> str:
+    """banister's ratio to the better peer at each ``HEADLINE`` measure, and that peer, as one phrase."""
+    best = best_peer(tallies)
+    return ", ".join(f"{key.split('_')[0]} {q} {_times(best[f'{key} {q}']['ratio'])} ({best[f'{key} {q}']['peer']})"
+                     for key, q in HEADLINE if f"{key} {q}" in best)
 
 
 RATIOS = [("ttfm_us", "p50"), ("ttfm_us", "p90"), ("ttfm_us", "p99"), ("mask_us", "p50"), ("mask_us", "p90"),
@@ -522,6 +563,14 @@ def common_ttfm(tallies: list[EngineTally]) -> dict[str, dict[str, float | None]
     return out
 
 
+def _splits_json(tallies: list[EngineTally]) -> dict[str, Any]:
+    """``{"by_split": {split: {"engines": [summary], "ratios_to_best_peer": ...}}}`` when splits were kept."""
+    if not tallies[0].by_split:
+        return {}
+    return {"by_split": {split: {"engines": [t.summary() for t in subs], "ratios_to_best_peer": best_peer(subs)}
+                         for split, subs in split_tallies(tallies).items()}}
+
+
 def _over(a: float | None, b: float | None) -> float | None:
     """``a / b``, or None when either is missing or zero."""
     return a / b if a and b else None
@@ -543,11 +592,13 @@ def _cell(value: Any) -> str:
 
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
-                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, checkpoint: str | None = None) -> int:
+                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, checkpoint: str | None = None,
+                   by_split: bool = False) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
     (:func:`banister.collector.settle_heap` with ``gc_threshold``); after the run its thresholds are restored,
     and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
-    from the records the file holds (:class:`Checkpoint`)."""
+    from the records the file holds (:class:`Checkpoint`); with ``by_split``, one more line per split
+    (:func:`format_splits`)."""
     from banister.vocab.named import load_named
 
     named = load_named(tokenizer)
@@ -564,7 +615,7 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
     try:
-        tallies = run(records, engines, named.encode, vocab, extras=extras, checkpoint=kept)
+        tallies = run(records, engines, named.encode, vocab, extras=extras, checkpoint=kept, by_split=by_split)
     finally:
         gc.set_threshold(*previous)
         if not frozen_before:  # a caller in the same process gets its heap back as it was
@@ -576,6 +627,8 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     if kept is not None and kept.sittings > 1:
         print(f"timed in {kept.sittings} sittings (checkpoint {checkpoint}); each began with cold caches")
     print(format_table(tallies))
+    if by_split:
+        print(format_splits(tallies))
     for tally in tallies:
         for line in tally.failures[:show_failures]:
             print(f"  [{tally.name}] {line}")
@@ -584,6 +637,6 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
             json.dump({**run_settings, "data": data, "complete": complete, "sittings": kept.sittings if kept else 1,
                        "engines": [t.summary() for t in tallies], "ratios": ratios(tallies),
                        "ratios_to_best_peer": best_peer(tallies),
-                       "ttfm_on_common_records": common_ttfm(tallies)}, fh, indent=1)
+                       "ttfm_on_common_records": common_ttfm(tallies), **_splits_json(tallies)}, fh, indent=1)
     return 0
 
