@@ -7,7 +7,8 @@ masks into percentiles, with the slowest listed. ``--cprofile OUT`` writes a cPr
     .venv/bin/python benchmarks/profile_mask.py --limit 300 [--cprofile /tmp/mb.prof] [--gc-freeze]
 
 ``--breakdown`` charges the p98-p99.8 masks' time to the recogniser, parser and lexer functions
-(exclusive time, with timers), which is where a p99 regression shows first.
+(exclusive time, with timers), which is where a p99 regression shows first; ``--band 40 60`` looks at
+the masks around the median instead.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true",
                     help="exclusive time per recogniser/parser/lexer function in the masks between p98 and "
                          "p99.8 (wraps them with timers: every mask gets slower, compare shares, not totals)")
+    ap.add_argument("--band", type=float, nargs=2, default=(98.0, 99.8), metavar=("LO", "HI"),
+                    help="the percentiles of the masks --breakdown looks at (default 98 99.8)")
     args = ap.parse_args()
 
     global clock
@@ -154,10 +157,10 @@ def main() -> None:
     for s in sorted(slow, reverse=True)[: args.top]:
         print(f"  {s[0] * 1e3:7.2f} ms  {s[1]} test {s[2]} token {s[3]}")
     if parts:
-        lo, hi = np.percentile([p[0] for p in parts], [98, 99.8])
+        lo, hi = np.percentile([p[0] for p in parts], args.band)
         band = [p for p in parts if lo <= p[0] <= hi]
         n = len(band)
-        print(f"breakdown of {n} masks between p98 and p99.8 (avg {sum(p[0] for p in band) / n * 1e6:.0f} us,"
+        print(f"breakdown of {n} masks between p{args.band[0]:g} and p{args.band[1]:g} (avg {sum(p[0] for p in band) / n * 1e6:.0f} us,"
               f" timers included): exclusive us/mask, calls/mask")
         names = sorted({k for p in band for k in p[1]}, key=lambda k: -sum(p[1].get(k, 0) for p in band))
         for k in names:

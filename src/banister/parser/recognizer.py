@@ -77,7 +77,7 @@ class GrammarAutomaton:
         self._lexeme_id = {p: i for i, p in enumerate(self._patterns)}
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
-        self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
+        self._walks, self._lexeme_walks, self._first_bytes, self._unions = _walk_caches(vocab)
         self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # see _sets and fill_mask
         self._merged_bytes = 0  # held by merged token sets (see fill_mask)
         self._words = bitmask_words(vocab.vocab_size)
@@ -183,9 +183,8 @@ class GrammarAutomaton:
             return self._no_tokens
         if len(parts) == 1 and parts[0][0] is None:
             return parts[0][1]  # a cached walk's words (read-only), no copy
-        out = np.zeros(self._words, dtype=np.uint32)
-        for part in parts:
-            _apply(out, part)
+        out = np.empty(self._words, dtype=np.uint32)
+        _or_into(out, parts)
         return out
 
     def fill_mask(self, state: GrammarState, row: np.ndarray) -> bool:
@@ -203,25 +202,46 @@ class GrammarAutomaton:
         if row.shape[0] < words:
             row[:] = self._mask(parts)[: row.shape[0]]
             return accepting
-        if len(parts) == 1 and parts[0][0] is None:
-            row[:words] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
+        out = row[:words]
+        if len(parts) > 1:
+            # The union of these sets is shared by every grammar of the vocabulary whose state unites the
+            # same cached sets (a string's interior and what may follow it, in any schema): a copy.
+            key = tuple(map(id, parts))
+            shared = self._unions.get(key)
+            if shared is None:
+                self._unite(state, key, parts, accepting, seen, out)
+                parts = None
+            else:
+                parts = shared[1]
+                self._state_masks[state] = (parts, accepting)
+        if parts is None:
+            pass  # written
+        elif len(parts) == 1 and parts[0][0] is None:
+            out[:] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
         else:
-            out = row[:words]
-            out[:] = 0
-            for part in parts:
-                _apply(out, part)
-            spent = self._merged_bytes
-            if len(parts) > 1 and (spent < MAX_EAGER_MERGED_BYTES or (seen and spent < MAX_MERGED_BYTES)):
-                # The row just ORed is kept as the state's one set, so a later mask of it is a copy
-                # (a string's interior, another request at the same point): at once while the grammar
-                # has spent little on such sets, else from a state's second mask on (most states of
-                # a long generation are met once).
-                merged = _kept(out)
-                self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
-                self._state_masks[state] = ((merged,), accepting)
+            _or_into(out, parts)
         if row.shape[0] > words:
             row[words:] = 0
         return accepting
+
+    def _unite(self, state: GrammarState, key: tuple[int, ...], parts: tuple, accepting: bool, seen: bool,
+               out: np.ndarray) -> None:
+        """OR the token sets ``parts`` of ``state`` into ``out`` and, within the grammar's budget, keep the
+        union as the state's one set and for every grammar under ``key`` (the sets' ids, which stay
+        theirs while the entry holds the sets).
+
+        Kept at once while the grammar has spent little on such sets, else from a state's second mask
+        on (most states of a long generation are met once): a later mask of the state (a string's
+        interior, another request at the same point) is then a copy.
+        """
+        _or_into(out, parts)
+        spent = self._merged_bytes
+        if spent < MAX_EAGER_MERGED_BYTES or (seen and spent < MAX_MERGED_BYTES):
+            merged = _kept(out)
+            self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
+            _make_room(self._unions, MAX_SHARED_UNIONS)
+            self._unions[key] = (parts, (merged,))
+            self._state_masks[state] = ((merged,), accepting)
 
     def _sets(self, state: GrammarState) -> tuple[tuple, bool]:
         """(the token sets whose union is the mask of ``state``, whether it accepts), memoised by state
@@ -487,6 +507,9 @@ MAX_MERGED_BYTES = 64 << 20
 MAX_EAGER_MERGED_BYTES = 4 << 20
 """Bytes of merged token sets a grammar keeps from a state's first mask on (see ``fill_mask``)."""
 
+MAX_SHARED_UNIONS = 4096
+"""Most unions of token sets kept per vocabulary for every grammar to copy (see ``fill_mask``)."""
+
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the oldest go first, see :func:`_make_room`)."""
 
@@ -615,6 +638,13 @@ def _small_union(parts: list) -> Tokens:
     return index, values
 
 
+def _or_into(out: np.ndarray, parts: tuple) -> None:
+    """Write the union of token sets ``parts`` into the words ``out`` (all of them)."""
+    out[:] = 0
+    for part in parts:
+        _apply(out, part)
+
+
 def _apply(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> None:
     """OR a (non-empty) token set into the words ``out``."""
     index, words = tokens
@@ -687,17 +717,18 @@ def _clear(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> Non
         out[index] &= ~words
 
 
-_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes]
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes,
+                    dict[tuple[int, ...], tuple[tuple, tuple]]]
 _vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
 _vocab_caches_lock = threading.Lock()
 
 
 def _walk_caches(vocab: Vocabulary) -> _WalkCaches:
     """The walks of one vocabulary, shared by all its grammars (lexemes and contexts recur across
-    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), and the trie by
-    first byte."""
+    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), the trie by first
+    byte, and unions of walks' token sets by the sets' ids (with the sets, which keep the ids theirs)."""
     with _vocab_caches_lock:
         caches = _vocab_caches.get(vocab)
         if caches is None:
-            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab))
+            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab), {})
         return caches
