@@ -234,10 +234,10 @@ class GrammarAutomaton:
         on (most states of a long generation are met once): a later mask of the state (a string's
         interior, another request at the same point) is then a copy.
         """
-        _or_into(out, parts)
+        dense = _or_into(out, parts)
         spent = self._merged_bytes
         if spent < MAX_EAGER_MERGED_BYTES or (seen and spent < MAX_MERGED_BYTES):
-            merged = _kept(out)
+            merged = _kept(out, dense=dense)
             self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
             _make_room(self._unions, MAX_SHARED_UNIONS)
             self._unions[key] = (parts, (merged,))
@@ -560,14 +560,14 @@ def _take(scratch: np.ndarray, touched: np.ndarray | None = None) -> Tokens:
     return index, words
 
 
-def _kept(words: np.ndarray, index: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+def _kept(words: np.ndarray, index: np.ndarray | None = None, *, dense: bool = False
+          ) -> tuple[np.ndarray | None, np.ndarray]:
     """A read-only copy of the bitmask ``words`` as a token set: sparse (the indices of its non-zero
     words, given as ``index`` or searched for, and their values) when at most 1/16 of them are
-    non-zero, else dense."""
+    non-zero, else (or when the caller knows it is ``dense``) dense."""
     # Counted first: the indices of a dense row's words would cost ten times a count (10 µs against 1
     # on Llama-3's 4,008 words).
-    count = np.count_nonzero(words) if index is None else index.size
-    if count * _SPARSE_SHARE > words.size:
+    if dense or (np.count_nonzero(words) if index is None else index.size) * _SPARSE_SHARE > words.size:
         dense = words.copy()
         dense.setflags(write=False)
         return None, dense
@@ -584,12 +584,9 @@ def _union(parts: list, n_words: int) -> Tokens:
     """The union of token sets ``parts`` over bitmasks of ``n_words`` words."""
     if len(parts) <= 1:
         return parts[0] if parts else None
-    dense = next((words for index, words in parts if index is None), None)
-    if dense is not None:  # the union of a dense set is dense: the others ORed into a copy of it
-        out = dense.copy()
-        for part in parts:
-            if part[1] is not dense:
-                _apply(out, part)
+    if any(index is None for index, _ in parts):  # the union of a dense set is dense
+        out = np.empty(n_words, dtype=np.uint32)
+        _or_into(out, parts)
         out.setflags(write=False)
         return None, out
     if sum(index.size for index, _ in parts) <= _SMALL_UNION:
@@ -638,11 +635,16 @@ def _small_union(parts: list) -> Tokens:
     return index, values
 
 
-def _or_into(out: np.ndarray, parts: tuple) -> None:
-    """Write the union of token sets ``parts`` into the words ``out`` (all of them)."""
-    out[:] = 0
+def _or_into(out: np.ndarray, parts: tuple | list) -> bool:
+    """Write the union of token sets ``parts`` into the words ``out`` (all of them); True when one of
+    the sets is dense (then so is the union). A dense set is copied in and the others ORed onto it:
+    copying costs less than clearing."""
+    dense = next((words for index, words in parts if index is None), None)
+    np.copyto(out, _scratch(out.shape[0]) if dense is None else dense)  # (the scratch is all zero)
     for part in parts:
-        _apply(out, part)
+        if part[1] is not dense:
+            _apply(out, part)
+    return dense is not None
 
 
 def _apply(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> None:
