@@ -202,6 +202,8 @@ class GrammarAutomaton:
         if row.shape[0] < words:
             row[:] = self._mask(parts)[: row.shape[0]]
             return accepting
+        if row.shape[0] > words:
+            row[words:] = 0
         out = row[:words]
         if len(parts) > 1:
             # The union of these sets is shared by every grammar of the vocabulary whose state unites the
@@ -210,18 +212,13 @@ class GrammarAutomaton:
             shared = self._unions.get(key)
             if shared is None:
                 self._unite(state, key, parts, accepting, seen, out)
-                parts = None
-            else:
-                parts = shared[1]
-                self._state_masks[state] = (parts, accepting)
-        if parts is None:
-            pass  # written
-        elif len(parts) == 1 and parts[0][0] is None:
+                return accepting
+            parts = shared[1]
+            self._state_masks[state] = (parts, accepting)  # (a reference: nothing spent)
+        if len(parts) == 1 and parts[0][0] is None:
             out[:] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
         else:
             _or_into(out, parts)
-        if row.shape[0] > words:
-            row[words:] = 0
         return accepting
 
     def _unite(self, state: GrammarState, key: tuple[int, ...], parts: tuple, accepting: bool, seen: bool,
@@ -508,7 +505,8 @@ MAX_EAGER_MERGED_BYTES = 4 << 20
 """Bytes of merged token sets a grammar keeps from a state's first mask on (see ``fill_mask``)."""
 
 MAX_SHARED_UNIONS = 4096
-"""Most unions of token sets kept per vocabulary for every grammar to copy (see ``fill_mask``)."""
+"""Most unions of token sets kept per vocabulary for every grammar to copy (see ``fill_mask``): at most
+this many bitmasks' bytes (64 MiB on Llama-3's vocabulary), besides the sets they unite."""
 
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the oldest go first, see :func:`_make_room`)."""
@@ -568,9 +566,9 @@ def _kept(words: np.ndarray, index: np.ndarray | None = None, *, dense: bool = F
     # Counted first: the indices of a dense row's words would cost ten times a count (10 µs against 1
     # on Llama-3's 4,008 words).
     if dense or (np.count_nonzero(words) if index is None else index.size) * _SPARSE_SHARE > words.size:
-        dense = words.copy()
-        dense.setflags(write=False)
-        return None, dense
+        copy = words.copy()
+        copy.setflags(write=False)
+        return None, copy
     if index is None:
         index = np.flatnonzero(words)
     index = index.astype(np.intp)  # a copy: the caller's buffer is not kept
