@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from shared_data import MASKBENCH_DEV
 
 
 def banister(*args: str) -> subprocess.CompletedProcess:
@@ -48,3 +49,22 @@ def test_compile_on_a_real_vocabulary():
 def test_help_lists_the_commands():
     run = banister("--help")
     assert run.returncode == 0 and "check" in run.stdout and "compile" in run.stdout
+
+
+def test_maskbench_goes_on_from_its_checkpoint_and_refuses_another_runs(tmp_path):
+    """`bench maskbench --checkpoint FILE` run twice times the records once (the second run replays
+    them); the same file given to a run with other settings is refused with a clear error."""
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    checkpoint, out = tmp_path / "run.jsonl", tmp_path / "out.json"
+    args = ["bench", "maskbench", "--data", str(MASKBENCH_DEV), "--tokenizer", "gpt2", "--engines", "banister",
+            "--sample", "3", "--seed", "5", "--no-extras", "--by-split", "--checkpoint", str(checkpoint)]
+    for _sitting in range(2):
+        done = banister(*args, "--json", str(out))
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert len(checkpoint.read_text().splitlines()) == 1 + 3  # the header and each record once
+    report = json.loads(out.read_text())
+    assert report["complete"] and report["sittings"] == 1 and report["records"] == 3
+    assert sum(split["engines"][0]["schemas"] for split in report["by_split"].values()) == 3
+    refused = banister(*args, "--gc-threshold", "700")
+    assert refused.returncode == 2 and "belongs to another run (it differs in gc_threshold)" in refused.stderr
