@@ -30,7 +30,7 @@ class RegexDFA:
         if max_states < 1:
             raise ValueError(f"max_states must be positive, got {max_states}")
         # Only what expanding states reads is kept, as tuples of ints (the collector stops scanning those
-        # after one look; the NFA's lists, a few per state, would be scanned by every full collection
+        # after a collection or two; the NFA's lists, a few per state, would be scanned by every full collection
         # for as long as a cache holds this DFA).
         self._nfa_states = nfa.n_states
         self._universal = nfa.universal
