@@ -6,7 +6,6 @@ Oracles: Python's ``re`` (members are drawn by hypothesis from the pattern) and 
 
 from __future__ import annotations
 
-import json
 import random
 import re
 
@@ -217,7 +216,6 @@ def test_a_state_keeps_its_united_sets_at_its_first_or_second_mask(named, eager_
     compiled = Compiler(named.vocab, cache_size=0).json_schema(
         {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}})
     automaton = compiled.automaton
-    automaton._unions.clear()  # no union another test's grammar kept (see the test below)
     text = '{"name": "Ada", "n": 12}'
     parts_after: dict = {}  # state -> how many sets it holds after each of its masks
     for _request in range(2):
@@ -235,29 +233,6 @@ def test_a_state_keeps_its_united_sets_at_its_first_or_second_mask(named, eager_
     else:  # several sets after the first mask, one after the second
         assert any(counts[0] > 1 and counts[1:2] == [1] for counts in parts_after.values())
         assert all(counts[1:] == [1] * (len(counts) - 1) for counts in parts_after.values() if counts[0] > 1)
-
-
-def test_grammars_of_one_vocabulary_share_the_unions_they_keep(named):
-    """A union kept by one grammar is the mask of every other grammar's state that unites the same
-    cached sets (the interior of a string followed by the same punctuation): the second schema's masks
-    there are copies, not ORs, and still each state's own union of its sets."""
-    schemas = [{"type": "object", "properties": {key: {"type": "string"}}, "required": [key],
-                "additionalProperties": False} for key in ("name", "title")]
-    compiled = [Compiler(named.vocab, cache_size=0).json_schema(schema) for schema in schemas]
-    grammars = [c.automaton for c in compiled]
-    grammars[0]._unions.clear()
-    for grammar, key, each in zip(grammars, ("name", "title"), compiled):
-        matcher = Matcher(each)
-        for token in named.encode(json.dumps({key: "Ada Lovelace wrote the first program"})):
-            state, row = matcher.state, allocate_token_bitmask(1, named.vocab.vocab_size)
-            matcher.fill_next_token_bitmask(row)
-            assert np.array_equal(row[0, : grammar._words].view(np.uint32), grammar.token_mask(state))
-            assert matcher.accept_token(token)
-    first, second = grammars
-    assert first._merged_bytes > 0 and first._unions is second._unions
-    shared = {id(kept[1][0]) for kept in first._unions.values()}
-    reused = [sets for sets, _ in second._state_masks.values() if len(sets) == 1 and id(sets[0]) in shared]
-    assert reused and second._merged_bytes < first._merged_bytes
 
 
 def test_a_reused_bitmask_gets_each_mask_in_the_row_asked_for(named, compilers):

@@ -77,7 +77,7 @@ class GrammarAutomaton:
         self._lexeme_id = {p: i for i, p in enumerate(self._patterns)}
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
-        self._walks, self._lexeme_walks, self._first_bytes, self._unions = _walk_caches(vocab)
+        self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
         self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # see _sets and fill_mask
         self._merged_bytes = 0  # held by merged token sets (see fill_mask)
         self._words = bitmask_words(vocab.vocab_size)
@@ -206,38 +206,29 @@ class GrammarAutomaton:
             row[words:] = 0
         out = row[:words]
         if len(parts) > 1:
-            # The union of these sets is shared by every grammar of the vocabulary whose state unites the
-            # same cached sets (a string's interior and what may follow it, in any schema): a copy.
-            key = tuple(map(id, parts))
-            shared = self._unions.get(key)
-            if shared is None:
-                self._unite(state, key, parts, accepting, seen, out)
-                return accepting
-            parts = shared[1]
-            self._state_masks[state] = (parts, accepting)  # (a reference: nothing spent)
+            self._unite(state, parts, accepting, seen, out)
+            return accepting
         if len(parts) == 1 and parts[0][0] is None:
             out[:] = parts[0][1]  # one dense set (most states seen before): a copy, no clearing
         else:
             _or_into(out, parts)
         return accepting
 
-    def _unite(self, state: GrammarState, key: tuple[int, ...], parts: tuple, accepting: bool, seen: bool,
-               out: np.ndarray) -> None:
+    def _unite(self, state: GrammarState, parts: tuple, accepting: bool, seen: bool, out: np.ndarray) -> None:
         """OR the token sets ``parts`` of ``state`` into ``out`` and, within the grammar's budget, keep the
-        union as the state's one set and for every grammar under ``key`` (the sets' ids, which stay
-        theirs while the entry holds the sets).
+        union as the state's one set, so that a later mask of the state (a string's interior, another
+        request at the same point) is a copy: at once while the grammar has spent little on such sets,
+        else from a state's second mask on (most states of a long generation are met once).
 
-        Kept at once while the grammar has spent little on such sets, else from a state's second mask
-        on (most states of a long generation are met once): a later mask of the state (a string's
-        interior, another request at the same point) is then a copy.
+        Kept per grammar: shared by a vocabulary's grammars in a bounded cache, unions made the median
+        single-instance mask cheaper but the whole dev split's mask p99 dearer, whatever the cache
+        dropped first (docs/performance.md, "Process-wide caches").
         """
         dense = _or_into(out, parts)
         spent = self._merged_bytes
         if spent < MAX_EAGER_MERGED_BYTES or (seen and spent < MAX_MERGED_BYTES):
             merged = _kept(out, dense=dense)
             self._merged_bytes += merged[1].nbytes + (0 if merged[0] is None else merged[0].nbytes)
-            _make_room(self._unions, MAX_SHARED_UNIONS)
-            self._unions[key] = (parts, (merged,))
             self._state_masks[state] = ((merged,), accepting)
 
     def _sets(self, state: GrammarState) -> tuple[tuple, bool]:
@@ -504,10 +495,6 @@ MAX_MERGED_BYTES = 64 << 20
 MAX_EAGER_MERGED_BYTES = 4 << 20
 """Bytes of merged token sets a grammar keeps from a state's first mask on (see ``fill_mask``)."""
 
-MAX_SHARED_UNIONS = 4096
-"""Most unions of token sets kept per vocabulary for every grammar to copy (see ``fill_mask``): at most
-this many bitmasks' bytes (64 MiB on Llama-3's vocabulary), besides the sets they unite."""
-
 MAX_CACHED_WALKS = 200_000
 """Most trie walks cached per vocabulary (the oldest go first, see :func:`_make_room`)."""
 
@@ -635,10 +622,20 @@ def _small_union(parts: list) -> Tokens:
 
 def _or_into(out: np.ndarray, parts: tuple | list) -> bool:
     """Write the union of token sets ``parts`` into the words ``out`` (all of them); True when one of
-    the sets is dense (then so is the union). A dense set is copied in and the others ORed onto it:
-    copying costs less than clearing."""
-    dense = next((words for index, words in parts if index is None), None)
-    np.copyto(out, _scratch(out.shape[0]) if dense is None else dense)  # (the scratch is all zero)
+    the sets is dense (then so is the union). A dense set is copied in and the others ORed onto it
+    (copying costs less than clearing and ORing); without one, ``out`` is cleared first. A plain loop,
+    not a generator: many masks of a state seen before come here with one sparse set, and on GPT-2's
+    vocabulary a generator and a copy of zeros cost 0.4 µs more than the whole of clearing and ORing
+    (0.85 µs)."""
+    dense = None
+    for index, words in parts:
+        if index is None:
+            dense = words
+            break
+    if dense is None:
+        out.fill(0)
+    else:
+        np.copyto(out, dense)
     for part in parts:
         if part[1] is not dense:
             _apply(out, part)
@@ -717,18 +714,17 @@ def _clear(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> Non
         out[index] &= ~words
 
 
-_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes,
-                    dict[tuple[int, ...], tuple[tuple, tuple]]]
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes]
 _vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
 _vocab_caches_lock = threading.Lock()
 
 
 def _walk_caches(vocab: Vocabulary) -> _WalkCaches:
     """The walks of one vocabulary, shared by all its grammars (lexemes and contexts recur across
-    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), the trie by first
-    byte, and unions of walks' token sets by the sets' ids (with the sets, which keep the ids theirs)."""
+    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), and the trie by
+    first byte."""
     with _vocab_caches_lock:
         caches = _vocab_caches.get(vocab)
         if caches is None:
-            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab), {})
+            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab))
         return caches
