@@ -4,7 +4,9 @@ Each instance's verdict (walked token by token through the masks) must equal the
 on the same grammar, and no instance that `jsonschema` calls invalid may be accepted.
 """
 
+import collections
 import gc
+import itertools
 import json
 import random
 
@@ -178,6 +180,39 @@ class _StoppedAt:
 
     def matcher(self, compiled):
         return self._engine.matcher(compiled)
+
+
+class _Logged:
+    """An engine that is banister and writes its name in ``log`` at each compile."""
+
+    def __init__(self, name: str, engine: BanisterEngine, log: list) -> None:
+        self.name, self._engine, self._log = name, engine, log
+
+    def compile_json_schema(self, schema: dict):
+        self._log.append(self.name)
+        return self._engine.compile_json_schema(schema)
+
+    def matcher(self, compiled):
+        return self._engine.matcher(compiled)
+
+
+def test_each_engine_runs_after_each_other_equally_often(sample):
+    """Records take the engines' orders in turn: over six records, three engines run in all six orders,
+    so no engine always follows the one whose compile flushed the caches (and results stay per engine)."""
+    from banister.bench.maskbench import run
+
+    named = load_named("gpt2")
+    engine = BanisterEngine(named.vocab, named.encode)
+    log: list[str] = []
+    records = sample[:6]
+    tallies = run(records, [_Logged(name, engine, log) for name in "abc"], named.encode, named.vocab,
+                  progress=False, extras=False)
+    orders = [tuple(log[i:i + 3]) for i in range(0, len(log), 3)]
+    assert sorted(orders) == sorted(itertools.permutations("abc"))
+    after = collections.Counter(pair for order in orders for pair in zip(order, order[1:]))
+    assert set(after.values()) == {2} and len(after) == 6
+    assert [t.name for t in tallies] == ["a", "b", "c"]
+    assert len({(t.passing, t.tokens) for t in tallies}) == 1  # the same engine: the same counts in any order
 
 
 def test_a_checkpointed_run_goes_on_where_it_stopped(sample, tmp_path):
