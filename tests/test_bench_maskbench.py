@@ -167,33 +167,42 @@ def test_the_better_peer_is_chosen_per_measure():
     assert "better peer" not in format_table([mine, fast_compile])  # one peer: its own line says it all
 
 
-class _StoppedAt:
+class _Wrapped:
+    """Banister under another ``name``; subclasses step in before each compile."""
+
+    def __init__(self, name: str, engine: BanisterEngine) -> None:
+        self.name, self._engine = name, engine
+
+    def compile_json_schema(self, schema: dict):
+        return self._engine.compile_json_schema(schema)
+
+    def matcher(self, compiled):
+        return self._engine.matcher(compiled)
+
+
+class _StoppedAt(_Wrapped):
     """An engine that is banister until Ctrl-C is pressed while it compiles ``schema``."""
 
     def __init__(self, engine: BanisterEngine, schema: dict) -> None:
-        self.name, self._engine, self._schema = engine.name, engine, schema
+        super().__init__(engine.name, engine)
+        self._schema = schema
 
     def compile_json_schema(self, schema: dict):
         if schema is self._schema:
             raise KeyboardInterrupt
-        return self._engine.compile_json_schema(schema)
-
-    def matcher(self, compiled):
-        return self._engine.matcher(compiled)
+        return super().compile_json_schema(schema)
 
 
-class _Logged:
+class _Logged(_Wrapped):
     """An engine that is banister and writes its name in ``log`` at each compile."""
 
     def __init__(self, name: str, engine: BanisterEngine, log: list) -> None:
-        self.name, self._engine, self._log = name, engine, log
+        super().__init__(name, engine)
+        self._log = log
 
     def compile_json_schema(self, schema: dict):
         self._log.append(self.name)
-        return self._engine.compile_json_schema(schema)
-
-    def matcher(self, compiled):
-        return self._engine.matcher(compiled)
+        return super().compile_json_schema(schema)
 
 
 def test_each_engine_runs_after_each_other_equally_often(sample):
