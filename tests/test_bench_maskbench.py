@@ -322,6 +322,26 @@ def test_profile_mask_breakdown_times_the_mask_path():
     assert "recognizer._collect" in done.stdout and "walk_tokens" in done.stdout
 
 
+def test_cold_caches_pairs_every_record_flushed_and_not():
+    """benchmarks/cold_caches.py times each record in two processes, flushed in one of them: it runs,
+    pairs the records both compiled and prints a positive ratio for each phase."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    script = Path(__file__).parent.parent / "benchmarks" / "cold_caches.py"
+    done = subprocess.run([sys.executable, str(script), "--data", str(MASKBENCH_DEV), "--sample", "6", "--flush-mib", "1"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert 1 <= int(lines[0].split()[0]) <= 6, lines[0]  # (a refused schema is left out)
+    ratios = {line.split("flushed")[0].strip(): float(line.split("records ")[1].split()[0]) for line in lines[1:]}
+    assert list(ratios) == ["front end", "automaton", "first mask", "time to first mask"]
+    assert all(r > 0 for r in ratios.values())
+
+
 def test_llguidance_peer_reports_a_refused_schema_as_a_compile_error():
     """llguidance compiles when its matcher is made (no separate validation pass that would compile
     twice inside the timed window); a schema it refuses must still count as a compile error."""
