@@ -305,37 +305,34 @@ def test_results_by_split_add_up_to_the_whole(sample, tmp_path):
     assert list(replayed[0].mask_us) == [round(t, 3) for t in timed[0].mask_us]
 
 
-def test_profile_mask_breakdown_times_the_mask_path():
-    """benchmarks/profile_mask.py --breakdown wraps the recogniser's methods by name: it runs, and
-    charges time to them (a renamed method would fail it at start)."""
+def _run_benchmark(script: str, *args: str) -> str:
+    """The standard output of ``benchmarks/<script>`` run on the MaskBench dev data with ``args`` (it
+    must exit 0); the test is skipped without the data."""
     import subprocess
     import sys
     from pathlib import Path
 
     if not MASKBENCH_DEV.exists():
         pytest.skip("MaskBench data not present")
-    script = Path(__file__).parent.parent / "benchmarks" / "profile_mask.py"
-    done = subprocess.run([sys.executable, str(script), "--data", str(MASKBENCH_DEV), "--limit", "4", "--breakdown"],
+    path = Path(__file__).parent.parent / "benchmarks" / script
+    done = subprocess.run([sys.executable, str(path), "--data", str(MASKBENCH_DEV), *args],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "records 4 passing 4" in done.stdout
-    assert "recognizer._collect" in done.stdout and "walk_tokens" in done.stdout
+    return done.stdout
+
+
+def test_profile_mask_breakdown_times_the_mask_path():
+    """benchmarks/profile_mask.py --breakdown wraps the recogniser's methods by name: it runs, and
+    charges time to them (a renamed method would fail it at start)."""
+    out = _run_benchmark("profile_mask.py", "--limit", "4", "--breakdown")
+    assert "records 4 passing 4" in out
+    assert "recognizer._collect" in out and "walk_tokens" in out
 
 
 def test_cold_caches_pairs_every_record_flushed_and_not():
     """benchmarks/cold_caches.py times each record in two processes, flushed in one of them: it runs,
     pairs the records both compiled and prints a positive ratio for each phase."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    if not MASKBENCH_DEV.exists():
-        pytest.skip("MaskBench data not present")
-    script = Path(__file__).parent.parent / "benchmarks" / "cold_caches.py"
-    done = subprocess.run([sys.executable, str(script), "--data", str(MASKBENCH_DEV), "--sample", "6", "--flush-mib", "1"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = _run_benchmark("cold_caches.py", "--sample", "6", "--flush-mib", "1").splitlines()
     assert 1 <= int(lines[0].split()[0]) <= 6, lines[0]  # (a refused schema is left out)
     ratios = {line.split("flushed")[0].strip(): float(line.split("records ")[1].split()[0]) for line in lines[1:]}
     assert list(ratios) == ["front end", "automaton", "first mask", "time to first mask"]
