@@ -418,47 +418,59 @@ def _marked_regex(
     ``_PREFIX`` for the nodes that are not names), wrapped as one unit: the regex of the trie of those
     paths, written as :func:`_trie_regex` would (branches last first, as the walk meets them).
     ``every``: every node is marked."""
+    if every:
+        body = _every_path_regex(root, 0)
+    else:
+        paths = _MarkedPaths(mark, step_of, below)
+        body = paths.walk(root, paths.branches(root), 0)
+    return "(?:" + body + ")" if body else ""
 
-    def marked(node: dict) -> bool:
-        return (mark in below[id(node)]) and (
-            ("" not in node) if mark is _PREFIX else step_of[id(node)] == mark
+
+class _MarkedPaths:
+    """The walk behind :func:`_marked_regex` (methods, not closures: a recursive closure is a reference
+    cycle, left to the garbage collector after every compile)."""
+
+    def __init__(self, mark: object, step_of: dict[int, str | None], below: dict[int, set]) -> None:
+        self.mark, self.step_of, self.below = mark, step_of, below
+
+    def marked(self, node: dict) -> bool:
+        return (self.mark in self.below[id(node)]) and (
+            ("" not in node) if self.mark is _PREFIX else self.step_of[id(node)] == self.mark
         )
 
-    def branches(node: dict) -> list[tuple[str, dict]]:
-        return [(c, child) for c, child in reversed(node.items()) if c and mark in below[id(child)]]
+    def branches(self, node: dict) -> list[tuple[str, dict]]:
+        return [(c, child) for c, child in reversed(node.items()) if c and self.mark in self.below[id(child)]]
 
-    def walk(node: dict, here: list[tuple[str, dict]], depth: int) -> str:
+    def walk(self, node: dict, here: list[tuple[str, dict]], depth: int) -> str:
         if depth > _MAX_GROUP_NESTING:
             raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
         parts: list[str] = []
         for ch, child in here:
             text = [_char_text(ch)]
-            nxt = branches(child)
-            while len(nxt) == 1 and not marked(child):
+            nxt = self.branches(child)
+            while len(nxt) == 1 and not self.marked(child):
                 ch, child = nxt[0]
                 text.append(_char_text(ch))
-                nxt = branches(child)
-            rest = walk(child, nxt, depth + 1) if nxt else ""
+                nxt = self.branches(child)
+            rest = self.walk(child, nxt, depth + 1) if nxt else ""
             parts.append("".join(text) + rest)
         if not parts:
             return ""
-        if marked(node):
+        if self.marked(node):
             return "(?:" + "|".join(parts) + ")?"
         return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
-    def walk_all(node: dict, depth: int) -> str:
-        # Every node marked: each branch is one character and an optional rest.
-        if depth > _MAX_GROUP_NESTING:
-            raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
-        parts = [
-            _char_text(ch) + (walk_all(child, depth + 1) if len(child) > ("" in child) else "")
-            for ch, child in reversed(node.items())
-            if ch
-        ]
-        return "(?:" + "|".join(parts) + ")?" if parts else ""
 
-    body = walk_all(root, 0) if every else walk(root, branches(root), 0)
-    return "(?:" + body + ")" if body else ""
+def _every_path_regex(node: dict, depth: int) -> str:
+    """:func:`_marked_regex` with every node marked: each branch is one character and an optional rest."""
+    if depth > _MAX_GROUP_NESTING:
+        raise LimitError("an enum's strings branch too deeply to be one regex", setting="max_enum_values")
+    parts = [
+        _char_text(ch) + (_every_path_regex(child, depth + 1) if len(child) > ("" in child) else "")
+        for ch, child in reversed(node.items())
+        if ch
+    ]
+    return "(?:" + "|".join(parts) + ")?" if parts else ""
 
 
 _CHAR_TEXT: dict[str, str] = {}
