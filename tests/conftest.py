@@ -4,6 +4,16 @@ import pytest
 import torch
 
 
+def pytest_sessionstart(session):
+    """Refuse to test a compiled module in place of its edited source (run `make test`: it rebuilds)."""
+    from banister import _build
+
+    stale = _build.stale_compiled()
+    if stale and not _build.interpreted():
+        pytest.exit(f"compiled modules older than their sources: {', '.join(stale)}; rebuild with `make test` "
+                    "(or run with BANISTER_INTERPRETED=1)", returncode=2)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny matrices: torch's thread pool costs more than it saves (and these machines are shared)."""

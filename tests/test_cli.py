@@ -51,6 +51,14 @@ def test_help_lists_the_commands():
     assert run.returncode == 0 and "check" in run.stdout and "compile" in run.stdout
 
 
+def test_version_says_what_runs_compiled():
+    from banister import _build
+
+    run = banister("--version")
+    assert run.returncode == 0 and run.stdout.startswith("banister ")
+    assert " ".join(run.stdout.split()).endswith(f"({_build.describe()})")
+
+
 def test_maskbench_goes_on_from_its_checkpoint_and_refuses_another_runs(tmp_path):
     """`bench maskbench --checkpoint FILE` run twice times the records once (the second run replays
     them); the same file given to a run with other settings is refused with a clear error."""

@@ -4,6 +4,7 @@ Compile a regex, a list of choices (and, through the grammar front ends, JSON Sc
 once against the model's vocabulary, then drive any decoding loop with one cheap Matcher per request.
 """
 
+from banister import _build  # first: it may switch compiled modules to their sources
 from banister.compiler import CompiledGrammar, Compiler
 from banister.errors import BanisterError, LimitError, RegexError, VocabularyError
 from banister.grammar.structural import StructuralTagError, Tag

@@ -279,7 +279,7 @@ class _Rules:
             for alt in unique:
                 size += len(alt) + 1
                 for s in alt:
-                    if type(s) is Ref:
+                    if isinstance(s, Ref):
                         if s.name not in out:
                             todo.append(s.name)
                     elif s not in known:
@@ -430,6 +430,20 @@ else; rules would be the grammar's own): the lexemes the first grammar made are 
 ``{"type": "string"}``, ``{"minimum": 0}``, ``{"maxLength": 255}`` and formats recur across schemas.
 Emptied when it holds ``_MAX_PLAIN_LEXEMES``."""
 _MAX_PLAIN_LEXEMES = 4096
+
+
+# (Helpers that nested functions call are module functions: under mypyc a nested function that calls
+# another one keeps both in its scope's environment, a reference cycle left for the collector.)
+
+
+def _item_node(t: ArrTerm, n: int) -> Node:
+    """The node of an array's item at position ``n``."""
+    return node_and(*[node for i, node in t.at if i == n], *[node for s, node in t.rest if s <= n])
+
+
+def _deps_met(t: ObjTerm, present: frozenset[str]) -> bool:
+    """Whether the names ``present`` meet the object's dependencies (dependentRequired)."""
+    return all(a not in present or set(bs) <= present for a, bs in t.deps)
 
 
 def _holds_no_node(shape: Shape) -> bool:
@@ -914,10 +928,6 @@ class JsonGrammarBuilder:
             raise SchemaError("more than three contains on one array", t.contains[0].where, "contains")
         top = max(positions, t.min_items, 1) if t.max_items is None else max(positions, t.min_items, t.max_items)
 
-        def item_node(n: int) -> Node:
-            parts = [node for i, node in t.at if i == n] + [node for s, node in t.rest if s <= n]
-            return node_and(*parts)
-
         caps = [c.max + 1 for c in counted] + [c.min for c in claimed]  # type: ignore[operator]
 
         def final(state: tuple) -> bool:
@@ -933,7 +943,7 @@ class JsonGrammarBuilder:
             n, counts = state
             if t.max_items is not None and n >= t.max_items:
                 return []
-            base = item_node(n)
+            base = _item_node(t, n)
             options: list[tuple[Node, tuple]] = [(base, ())]
             for c in counted + claimed:
                 active = n >= c.start
@@ -945,7 +955,7 @@ class JsonGrammarBuilder:
                     nxt_options.append((node_and(node, c.node), (*ks, 1)))
                     nxt_options.append((node_and(node, node_not(c.node)) if c.max is not None else node, (*ks, 0)))
                 options = nxt_options
-            out = []
+            out: list[tuple[Piece, tuple]] = []
             for node, ks in options:
                 new_counts = tuple(min(k + d, cap) for k, d, cap in zip(counts, ks, caps))
                 if any(c.max is not None and k > c.max for c, k in zip(counted + claimed, new_counts)):
@@ -1098,11 +1108,8 @@ class JsonGrammarBuilder:
         cap = t.max_props if t.max_props is not None else t.min_props  # counts past it change nothing
         done = (1 << len(t.exists)) - 1
 
-        def deps_ok(present: frozenset[str]) -> bool:
-            return all(a not in present or set(bs) <= present for a, bs in t.deps)
-
         if self.o.key_order == "any":
-            return self._any_order(t, names, members, extra, cap, deps_ok, done)
+            return self._any_order(t, names, members, extra, cap, done)
 
         # Named keys go in schema order. An object of a few possible names also takes them in the two
         # other orders schemas are written for: this branch's own (an anyOf branch's properties as it
@@ -1127,7 +1134,7 @@ class JsonGrammarBuilder:
 
             def final(state: tuple) -> bool:
                 i, c, present, bits = state
-                return not required_from[i] and c >= t.min_props and deps_ok(present) and bits == done
+                return not required_from[i] and c >= t.min_props and _deps_met(t, present) and bits == done
 
             def moves(state: tuple) -> list[tuple[Piece, tuple]]:
                 # The member of the name at position i (or, past the names, any other key's).
@@ -1178,7 +1185,6 @@ class JsonGrammarBuilder:
         members: dict[str, list[tuple[Piece, int]]],
         extra: list[tuple[Piece, int]],
         cap: int,
-        deps_ok: Any,
         done: int,
     ) -> Symbol | None:
         usable = [n for n in names if members[n]]
@@ -1190,7 +1196,7 @@ class JsonGrammarBuilder:
 
         def final(state: tuple) -> bool:
             used, c, bits = state
-            return t.required <= used and c >= t.min_props and deps_ok(used) and bits == done
+            return t.required <= used and c >= t.min_props and _deps_met(t, used) and bits == done
 
         def moves(state: tuple) -> list[tuple[Piece, tuple]]:
             used, c, bits = state

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
@@ -112,8 +112,9 @@ def _hash_once(cls: type) -> type:
     and expansion, and a shape's generated hash would rehash its four terms, field by field, each time.
     Equality then answers from identity, or from two remembered hashes that differ, before it compares
     field by field (equal values hash alike)."""
-    computed_hash = cls.__hash__
-    computed_eq = cls.__eq__
+    # The class's own functions (getattr: typed as unbound, which they are).
+    computed_hash: Callable[[Any], int] = getattr(cls, "__hash__")
+    computed_eq: Callable[[Any, Any], Any] = getattr(cls, "__eq__")
 
     def __hash__(self: Any) -> int:
         found = self.__dict__.get("_hash")
@@ -682,7 +683,7 @@ class Logic:
             raise LimitError("compiling the schema took too long", setting="time_limit_s")
 
     def _expand(self, loc: Location) -> DNF:
-        if isinstance(loc.schema, dict) and FOREIGN[loc.draft] & loc.schema.keys():
+        if isinstance(loc.schema, dict) and not FOREIGN[loc.draft].isdisjoint(loc.schema):
             loc = replace(loc, schema={k: v for k, v in loc.schema.items() if k not in FOREIGN[loc.draft]})
         schema, p = loc.schema, loc.pointer
         if schema is True:
@@ -775,8 +776,9 @@ class Logic:
             return True
         if isinstance(s.get("$ref"), str) and self._branching(self._ref(loc, "$ref"), seen):
             return True
-        subs = s.get("allOf") if isinstance(s.get("allOf"), list) else []
-        return any(self._branching(self.doc.location(f"{loc.pointer}/allOf/{i}"), seen) for i in range(len(subs)))
+        subs = s.get("allOf")
+        count = len(subs) if isinstance(subs, list) else 0
+        return any(self._branching(self.doc.location(f"{loc.pointer}/allOf/{i}"), seen) for i in range(count))
 
     def _ref(self, loc: Location, key: str) -> Location:
         ref = loc.schema[key]
@@ -1001,9 +1003,9 @@ class Logic:
         rest: list[tuple[int, Node]] = []
         prefix = 0
         if "prefixItems" in s:
-            items = self._schema_list(loc, "prefixItems")
-            at.extend((i, loc_node(f"{p}/prefixItems/{i}")) for i in range(len(items)))
-            prefix = len(items)
+            prefix_items = self._schema_list(loc, "prefixItems")
+            at.extend((i, loc_node(f"{p}/prefixItems/{i}")) for i in range(len(prefix_items)))
+            prefix = len(prefix_items)
         items = s.get("items")
         if isinstance(items, list):
             for i, sub in enumerate(items):

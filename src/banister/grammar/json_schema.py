@@ -196,7 +196,7 @@ def schema_text(schema: Any, **dumps: Any) -> str:
         raise
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _check_text(text: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
-from typing import cast
+from typing import Generic, TypeVar, cast
 
 from banister.errors import GrammarError, LimitError
 from banister.grammar.ir import Grammar, Lexeme, Ref, Symbol, least_derived
@@ -160,7 +160,7 @@ class EarleyTables:
             self._pending.discard(nonterminal)
             if not self._pending:
                 self._expander = None
-                del self._code, self._lexeme_code
+                self._code, self._lexeme_code = {}, {}
 
 
 class _Predicted:
@@ -202,8 +202,12 @@ _CHUNK_BITS = 6
 _CHUNK = 1 << _CHUNK_BITS
 
 
-class History:
-    """The Earley sets before a state, by index: an immutable sequence that shares its past.
+_T = TypeVar("_T")
+
+
+class History(Generic[_T]):
+    """The Earley sets before a state, by index: an immutable sequence that shares its past (of parse
+    states here; any item type to its tests).
 
     Full chunks of ``_CHUNK`` states are tuples shared by every later history, then a short tail, so
     appending copies at most a chunk (and, once a chunk, the tuple of chunks). A state holding a plain
@@ -213,7 +217,7 @@ class History:
 
     __slots__ = ("chunks", "size", "tail")
 
-    def __init__(self, chunks: tuple[tuple[ParseState, ...], ...] = (), tail: tuple[ParseState, ...] = ()) -> None:
+    def __init__(self, chunks: tuple[tuple[_T, ...], ...] = (), tail: tuple[_T, ...] = ()) -> None:
         self.chunks = chunks
         self.tail = tail
         self.size = (len(chunks) << _CHUNK_BITS) + len(tail)
@@ -221,20 +225,20 @@ class History:
     def __len__(self) -> int:
         return self.size
 
-    def __getitem__(self, index: int) -> ParseState:
+    def __getitem__(self, index: int) -> _T:
         if not 0 <= index < self.size:
             raise IndexError(index)
         base = len(self.chunks) << _CHUNK_BITS
         return self.tail[index - base] if index >= base else self.chunks[index >> _CHUNK_BITS][index & (_CHUNK - 1)]
 
-    def append(self, state: ParseState) -> History:
+    def append(self, state: _T) -> History[_T]:
         """This history with ``state`` after it (a new history; this one is unchanged)."""
         if len(self.tail) < _CHUNK:
             return History(self.chunks, (*self.tail, state))
         return History((*self.chunks, self.tail), (state,))
 
 
-_NO_HISTORY = History()
+_NO_HISTORY: History[ParseState] = History()
 _MISSING = object()  # absent from a scan memo (None there means: no item fits); the recogniser reads them too
 
 
@@ -252,7 +256,7 @@ class ParseState:
 
     __slots__ = ("sets", "index", "_waiting", "_by_lexeme", "_predicted", "expected", "accepting", "mask_memo")
 
-    def __init__(self, sets: History, waiting: dict[int, tuple[int, ...]], by_lexeme: dict[int, tuple[int, ...]],
+    def __init__(self, sets: History[ParseState], waiting: dict[int, tuple[int, ...]], by_lexeme: dict[int, tuple[int, ...]],
                  predicted: _Predicted, expected: frozenset[int], accepting: bool) -> None:
         self.sets = sets  # the earlier states, by index
         self.index = len(sets)
@@ -289,7 +293,7 @@ class EarleyParser:
         self.initial = self._close(_NO_HISTORY, [], {tables.start_nt})
         self.scans: dict[ParseState, dict[frozenset[int], ParseState | None]] = {}
         """Each state's memo of scans: lexeme set -> the state after it (None: no item fits)."""
-        self._child_sets: dict[ParseState, History] = {}  # the one ``sets`` of every state scanned from a state
+        self._child_sets: dict[ParseState, History[ParseState]] = {}  # the one ``sets`` of every state scanned from a state
         self._max_shared = max_shared_states
         self._shared = 0
 
@@ -309,7 +313,7 @@ class EarleyParser:
         else:
             found = memo.get(lexemes, _MISSING)
             if found is not _MISSING:
-                return found
+                return cast("ParseState | None", found)
         kernel = state.scanning(lexemes)
         if kernel:
             sets = self._child_sets.get(state)
@@ -327,7 +331,7 @@ class EarleyParser:
             self._expected = {}
         return result
 
-    def _close(self, sets: History, kernel: list[int], predicted: set[int]) -> ParseState:
+    def _close(self, sets: History[ParseState], kernel: list[int], predicted: set[int]) -> ParseState:
         """Complete the kernel items (all with an origin before this set) and gather predictions.
 
         Every item is taken off the agenda once, so it is filed there by its next symbol too: items
