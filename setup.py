@@ -6,21 +6,35 @@ its annotations checked at run time). ``BANISTER_PURE=1`` installs the package u
 """
 
 import os
+import sys
 
 from setuptools import setup
 
-# The JSON Schema front end (schema to grammar) and the Earley parser under every mask.
-# (The Makefile reads this list: editing one of these files rebuilds the install.)
+# The JSON Schema front end (schema to grammar), the regex compiler (lexemes' DFAs) and the parser:
+# Earley over lexemes, the lexer's contexts and the recogniser that fills masks.
+# (The Makefile reads this list: editing one of these files rebuilds the install.) Not regex/dfa.py:
+# the warm cache pickles RegexDFA, and a compiled class cannot be rebuilt without its __init__.
 COMPILED = [
     "src/banister/grammar/json_schema.py",
     "src/banister/grammar/json_resolve.py",
     "src/banister/grammar/json_logic.py",
     "src/banister/grammar/json_build.py",
+    "src/banister/grammar/json_text.py",
+    "src/banister/regex/nodes.py",
+    "src/banister/regex/charset.py",
+    "src/banister/regex/parser.py",
+    "src/banister/regex/utf8.py",
+    "src/banister/regex/nfa.py",
     "src/banister/parser/earley.py",
+    "src/banister/parser/lexer.py",
+    "src/banister/parser/recognizer.py",
 ]
 
 
 def ext_modules() -> list:
+    commands = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
+    if commands[:1] in (["egg_info"], ["dist_info"]):
+        return []  # a metadata step of pip's build (it runs this file for each): nothing to compile
     if os.environ.get("BANISTER_PURE", "") not in ("", "0"):
         return []
     from mypyc.build import mypycify

@@ -347,7 +347,7 @@ def _keys_except_dfa(names: tuple[str, ...], any_string: str, max_states: int) -
     table[-1, quote] = base  # the start: the opening quote leads to the root
     accepting = np.zeros(table.shape[0], dtype=np.bool_)
     accepting[:base] = string.accepting
-    return LexemeDFA.from_table(table, accepting, table.shape[0] - 1, shares=(string, base))
+    return LexemeDFA(table, accepting, table.shape[0] - 1, shares=(string, base))
 
 
 def _machine_edges(rows: list, parts: Any) -> list[list]:
@@ -420,7 +420,7 @@ def _ascii_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
             table[state, lo:hi + 1] = target + 1
     accepting = np.zeros(n, dtype=np.bool_)
     accepting[1:] = dfa.accepting
-    return LexemeDFA.from_table(table, accepting, 1)
+    return LexemeDFA(table, accepting, 1)
 
 
 _PLAIN_LEXEMES: dict[tuple, tuple[Symbol, ...]] = {}

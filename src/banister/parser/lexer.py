@@ -54,35 +54,28 @@ class LexemeDFA:
 
     __slots__ = ("accepting", "n_states", "serial", "shares", "start", "transitions")
 
-    def __init__(self, dfa: RegexDFA) -> None:
-        table = dfa.transitions
-        if table.size and int(table.min()) < 0:
-            raise RuntimeError("lexeme DFA with an unexpanded row")
-        accepting = np.array(dfa.accepting, dtype=np.bool_)  # (writable: the kernels take plain arrays)
-        self.transitions = np.ascontiguousarray(table, dtype=table_dtype(table.shape[0]))
-        self.accepting = accepting
-        self.start = int(dfa.start)
-        self.n_states = int(dfa.n_states)
-        self.shares: tuple[LexemeDFA, int] | None = None
-        self.serial = next(_dfa_serials)
-
-    @classmethod
-    def from_table(cls, transitions: np.ndarray, accepting: np.ndarray, start: int, *,
-                   shares: tuple[LexemeDFA, int] | None = None) -> LexemeDFA:
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, *,
+                 shares: tuple[LexemeDFA, int] | None = None) -> None:
         """A DFA given as its arrays (complete rows, dead state 0)."""
-        self = cls.__new__(cls)
         self.transitions = np.ascontiguousarray(transitions, dtype=table_dtype(transitions.shape[0]))
         self.accepting = np.asarray(accepting, dtype=np.bool_)
         self.start = int(start)
         self.n_states = int(self.transitions.shape[0])
         self.shares = shares
         self.serial = next(_dfa_serials)
-        return self
+
+    @classmethod
+    def from_regex(cls, dfa: RegexDFA) -> LexemeDFA:
+        """The arrays of a regex DFA whose rows are all computed."""
+        table = dfa.transitions
+        if table.size and int(table.min()) < 0:
+            raise RuntimeError("lexeme DFA with an unexpanded row")
+        # (accepting copied: the kernels take plain, writable arrays)
+        return cls(table, np.array(dfa.accepting, dtype=np.bool_), int(dfa.start))
 
     @classmethod
     def literal(cls, data: bytes) -> LexemeDFA:
         """The DFA of exactly ``data``: state ``i + 1`` has read ``i`` bytes (0 is dead)."""
-        self = cls.__new__(cls)
         n = len(data)
         table = np.zeros((n + 2, 256), dtype=table_dtype(n + 2))
         # One cell per byte, set from Python: every new schema's property names are built here, and a
@@ -92,27 +85,21 @@ class LexemeDFA:
             cells[i << 8 | b] = i + 1
         accepting = np.zeros(n + 2, dtype=np.bool_)
         accepting[n + 1] = True
-        self.transitions = table
-        self.accepting = accepting
-        self.start = 1
-        self.n_states = n + 2
-        self.shares = None
-        self.serial = next(_dfa_serials)
-        return self
+        return cls(table, accepting, 1)
 
     @classmethod
     def strings(cls, texts: tuple[bytes, ...]) -> LexemeDFA:
         """The DFA of exactly ``texts`` (distinct): their trie, state 1 the root (0 is dead; with no
         text the start is dead)."""
         if not texts:
-            return cls.from_table(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=np.bool_), DEAD)
+            return cls(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=np.bool_), DEAD)
         node, parents, labels = prefix_trie(texts)
         n = len(node) + 1
         table = np.zeros((n, 256), dtype=table_dtype(n))
         table[np.array(parents, dtype=np.intp) + 1, labels] = np.arange(2, n)
         accepting = np.zeros(n, dtype=np.bool_)
         accepting[[node[text] + 1 for text in texts]] = True
-        return cls.from_table(table, accepting, 1)
+        return cls(table, accepting, 1)
 
     @classmethod
     def counted(cls, unit: LexemeDFA, low: int, high: int | None, before: bytes = b"", after: bytes = b"") -> LexemeDFA:
@@ -158,7 +145,7 @@ class LexemeDFA:
             accepting[n - 1] = True
         else:
             accepting[complete] = True
-        return cls.from_table(table, accepting, 1 if before else base)
+        return cls(table, accepting, 1 if before else base)
 
     @staticmethod
     def counted_states(unit: LexemeDFA, low: int, high: int | None, before: bytes = b"", after: bytes = b"") -> int:
@@ -251,7 +238,7 @@ def lexeme_dfa(pattern: str, max_states: int) -> LexemeDFA:
     while state < dfa.n_states:
         dfa.step(state, 0)
         state += 1
-    return LexemeDFA(dfa)
+    return LexemeDFA.from_regex(dfa)
 
 
 def lexeme_is_empty(pattern: str, max_states: int) -> bool:
@@ -336,10 +323,10 @@ def finite_language(pattern: str) -> tuple[bytes, ...] | None:
         node = parse_regex(pattern, extensions=True)
     except (RegexError, LimitError):
         return None
-    texts = _texts(node)
-    if texts is None or sum(map(len, texts)) > MAX_FINITE_BYTES:
+    found = _texts(node)
+    if found is None or sum(map(len, found)) > MAX_FINITE_BYTES:
         return None
-    return tuple(sorted(set(texts)))
+    return tuple(sorted(set(found)))
 
 
 _UNBOUNDED = re.compile(r"[*+]|,\}|\(\?[~@]")
@@ -369,17 +356,17 @@ def _texts(node: Node) -> list[bytes] | None:
             out += part
         return out
     if type(node) is Repeat and node.max is not None:
-        item = _texts(node.item)
-        if item is None:
+        each = _texts(node.item)
+        if each is None:
             return None
         out, level = [], [b""]
         for k in range(node.max + 1):
             if k >= node.min:
                 out += level
             if k < node.max:
-                if len(level) * len(item) > MAX_FINITE_TEXTS or len(out) > MAX_FINITE_TEXTS:
+                if len(level) * len(each) > MAX_FINITE_TEXTS or len(out) > MAX_FINITE_TEXTS:
                     return None
-                level = [a + b for a in level for b in item]
+                level = [a + b for a in level for b in each]
         return out if len(out) <= MAX_FINITE_TEXTS else None
     return None  # an unbounded repeat, an anchor, an absent text or a machine
 
@@ -465,7 +452,7 @@ def _account(ctx: LexerContext) -> None:
         ctx._counted = size
         while _context_cache_bytes > CONTEXT_CACHE_BYTES and len(_context_cache) > 1:
             _, old = _context_cache.popitem(last=False)
-            _context_cache_bytes -= old._counted
+            _context_cache_bytes -= old._counted or 0  # (a cached context is counted)
             old._counted = None
 
 

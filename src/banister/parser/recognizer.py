@@ -22,6 +22,7 @@ import threading
 import weakref
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TypeAlias, cast
 
 import numpy as np
 
@@ -38,7 +39,7 @@ Hypothesis = tuple[ParseState, "LexerContext | None", int]
 GrammarState = frozenset[Hypothesis]
 
 
-Tokens = "tuple[np.ndarray | None, np.ndarray] | None"
+Tokens: TypeAlias = "tuple[np.ndarray | None, np.ndarray] | None"
 """A cached set of tokens: None for no token, ``(None, words)`` with every bitmask word, or
 ``(index, words)`` with only the non-zero words and their indices (most walks allow a few tokens:
 a handful of words instead of 16 KiB each, and no page of fresh memory touched per walk)."""
@@ -198,7 +199,7 @@ class GrammarAutomaton:
         words = self._words
         found = self._state_masks.get(state)
         seen = found is not None
-        parts, accepting = found if seen else self._sets(state)
+        parts, accepting = found if found is not None else self._sets(state)
         if row.shape[0] < words:
             row[:] = self._mask(parts)[: row.shape[0]]
             return accepting
@@ -315,9 +316,8 @@ class GrammarAutomaton:
             lexemes = accepts.get(akey)
             if lexemes is None:
                 lexemes = accepts[akey] = frozenset(self._lexeme_id[p] for p in ctx.accept_patterns[aid])
-            after = scans.get(lexemes, _MISSING)
-            if after is _MISSING:
-                after = self.parser.scan(parse, lexemes)
+            scanned = scans.get(lexemes, _MISSING)
+            after = self.parser.scan(parse, lexemes) if scanned is _MISSING else cast("ParseState | None", scanned)
             if after is None:
                 continue
             c2 = self._contexts.get(after.expected)
@@ -342,7 +342,9 @@ class GrammarAutomaton:
             lexeme_tokens, crossings = self._lexeme_walk(ctx.dfas[i], component, roots, roots_key)
             groups = (_group(ctx.accept_set_id(frozenset((i,))), crossings),) if crossings.size else ()
             return (lexeme_tokens, groups)
-        merged, nodes, crossing_lexemes = [], [], []
+        merged: list[Tokens] = []
+        nodes: list[np.ndarray] = []
+        crossing_lexemes: list[int] = []
         for i, component in alive:
             lexeme_tokens, crossings = self._lexeme_walk(ctx.dfas[i], component, roots, roots_key)
             if lexeme_tokens is not None:

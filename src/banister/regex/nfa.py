@@ -128,7 +128,7 @@ def _absent_plan(node: Absent) -> tuple[int, tuple[tuple[int, Ranges, int], ...]
     """
     prefixes, alphabet, moves = _aho_corasick(frozenset(node.strings))
     index = {p: i for i, p in enumerate(prefixes)}
-    edges = []
+    edges: list[tuple[int, Ranges, int]] = []
     for p in prefixes:
         by_target: dict[int, list[tuple[int, int]]] = {}
         for c in alphabet:

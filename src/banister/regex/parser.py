@@ -30,7 +30,7 @@ _LITERAL_RUN = re.compile(r"[^\\^$.|?*+()\[\]{}]+")
 """Characters that stand for themselves wherever they are (others go through :meth:`_Parser.term`)."""
 _CLASS_TEXT = re.compile(r"\[(?:[^\\\]]|\\.)*\]", re.DOTALL)
 """A character class's text: up to the first ``]`` not escaped (ECMA-262: ``[]`` is a class, empty)."""
-_SURROGATES = re.compile("[\ud800-\udfff]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
 _classes: dict[tuple[str, bool], CharSet] = {}
 """Character classes parsed before, by text and case folding: the same few recur in most patterns
 (``[0-9]``, ``[a-zA-Z]``), and a pattern is parsed twice, alone and inside its string's lexeme."""
