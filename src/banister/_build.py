@@ -22,8 +22,8 @@ _EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def interpreted() -> bool:
-    """Whether ``BANISTER_INTERPRETED`` asks for the sources (read at first import; fixed after)."""
-    return os.environ.get("BANISTER_INTERPRETED", "") not in ("", "0")
+    """Whether ``BANISTER_INTERPRETED`` asked for the sources (read at first import; fixed after)."""
+    return _SWITCHED
 
 
 def _extensions() -> dict[str, tuple[Path, Path]]:
@@ -78,6 +78,6 @@ class _SourcesFirst(importlib.abc.MetaPathFinder):
         return None
 
 
-_SWITCHED = interpreted()
+_SWITCHED = os.environ.get("BANISTER_INTERPRETED", "") not in ("", "0")
 if _SWITCHED and not any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
     sys.meta_path.insert(0, _SourcesFirst())

@@ -10,22 +10,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from banister import _build
+from banister import __version__, _build
 from banister.collector import add_gc_threshold_option
 from banister.compiler import Compiler
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
 from banister.matcher import Matcher
 from banister.vocab import Vocabulary
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("banister")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "(not installed)"
 
 
 def _byte_vocabulary() -> Vocabulary:
@@ -106,7 +97,7 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="banister", description="Structured generation for language models.")
-    parser.add_argument("--version", action="version", version=f"banister {_version()} ({_build.describe()})")
+    parser.add_argument("--version", action="version", version=f"banister {__version__} ({_build.describe()})")
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="check a text against a regex: status and where it dies")

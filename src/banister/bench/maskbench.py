@@ -618,9 +618,10 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None and sample < len(records):
         records = random.Random(seed).sample(records, sample)
+    build = _build.describe()
     run_settings = {"tokenizer": tokenizer, "data": os.path.basename(data), "split": split, "limit": limit,
                     "sample": sample, "seed": seed, "engine_names": engine_names, "gc_threshold": gc_threshold,
-                    "records": len(records), "record_ids": record_ids_digest(records), "build": _build.describe()}
+                    "records": len(records), "record_ids": record_ids_digest(records), "build": build}
     kept = Checkpoint(checkpoint, run_settings) if checkpoint else None
     frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
@@ -630,7 +631,7 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
         gc.set_threshold(*previous)
         if not frozen_before:  # a caller in the same process gets its heap back as it was
             gc.unfreeze()
-    print(f"banister build: {_build.describe()}")
+    print(f"banister build: {build}")
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
     complete = kept is None or kept.held == len(records)
     if kept is not None and not complete:
