@@ -10,25 +10,31 @@ import sys
 
 from setuptools import setup
 
-# The JSON Schema front end (schema to grammar), the regex compiler (lexemes' DFAs) and the parser:
-# Earley over lexemes, the lexer's contexts and the recogniser that fills masks.
-# (The Makefile reads this list: editing one of these files rebuilds the install.) Not regex/dfa.py:
-# the warm cache pickles RegexDFA, and a compiled class cannot be rebuilt without its __init__. Not
-# regex/nodes.py: the EBNF front end keeps lookarounds inside node trees until it removes them, and
-# compiled node classes check their fields' declared types.
+# The JSON Schema front end (schema to grammar, with its string and number automata), the regex
+# compiler (lexemes' DFAs), the token automaton's walk and the parser: Earley over lexemes, the lexer's
+# contexts and the recogniser that fills masks. (The Makefile reads this list: editing one of these
+# files rebuilds the install.) Not regex/nodes.py: the EBNF front end keeps lookarounds inside node
+# trees until it removes them, and compiled node classes check their fields' declared types. Not
+# grammar/ir.py: Grammar.from_trimmed makes instances with object.__new__, which a compiled class
+# refuses.
 COMPILED = [
     "src/banister/grammar/json_schema.py",
     "src/banister/grammar/json_resolve.py",
     "src/banister/grammar/json_logic.py",
     "src/banister/grammar/json_build.py",
     "src/banister/grammar/json_text.py",
+    "src/banister/grammar/json_strings.py",
+    "src/banister/grammar/json_automata.py",
+    "src/banister/grammar/regex_text.py",
     "src/banister/regex/charset.py",
     "src/banister/regex/parser.py",
     "src/banister/regex/utf8.py",
     "src/banister/regex/nfa.py",
+    "src/banister/regex/dfa.py",
     "src/banister/parser/earley.py",
     "src/banister/parser/lexer.py",
     "src/banister/parser/recognizer.py",
+    "src/banister/automaton.py",
 ]
 
 

@@ -185,7 +185,7 @@ def _push_length(parts: tuple[tuple[bool, Node, bool], ...], min_len: int, max_l
             pushed = _push_one(items, min_len, max_len)
             if pushed is None:
                 return None
-            if pushed != ():
+            if isinstance(pushed, Concat):
                 if len(variants) > 1 and any(
                     isinstance(i, Repeat) and i.max is not None and i.max > _MAX_VARIANT_RUN for i in pushed.items
                 ):
@@ -215,7 +215,7 @@ def _fixed_variants(items: list[Node]) -> list[list[Node]] | None:
     return variants
 
 
-def _push_one(items: list[Node], min_len: int, max_len: int | None) -> Node | tuple | None:
+def _push_one(items: list[Node], min_len: int, max_len: int | None) -> Concat | tuple[()] | None:
     variable = [i for i, item in enumerate(items) if _bounds(item)[0] != _bounds(item)[1]]
     if not variable:
         size = sum(_bounds(item)[0] for item in items)

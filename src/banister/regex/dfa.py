@@ -9,6 +9,7 @@ causes it. Rows of the transition table are computed on first use, per byte equi
 from __future__ import annotations
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from banister.errors import LimitError
 from banister.regex.nfa import NFA
@@ -19,6 +20,10 @@ DEAD = 0
 _Key = tuple[frozenset[int], bool]
 
 
+# Compiled (setup.py), a class is picklable when unpickling may make an instance without calling its
+# __init__, as the warm cache's entries are read back: mypyc allows that only with this attribute
+# (``serializable=True`` would too, but then mypyc 2.4 skips __init__ when the class is called).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RegexDFA:
     """A byte-level DFA built on demand from an NFA; see :func:`banister.regex.compile_regex`.
 
