@@ -7,6 +7,8 @@ import sys
 import pytest
 from shared_data import MASKBENCH_DEV
 
+from banister.bench.maskbench import COUNTS
+
 
 def banister(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "banister.cli", *args], capture_output=True, text=True, timeout=300)
@@ -76,3 +78,32 @@ def test_maskbench_goes_on_from_its_checkpoint_and_refuses_another_runs(tmp_path
     assert sum(split["engines"][0]["schemas"] for split in report["by_split"].values()) == 3
     refused = banister(*args, "--gc-threshold", "700")
     assert refused.returncode == 2 and "belongs to another run (it differs in gc_threshold)" in refused.stderr
+
+
+def test_maskbench_in_workers_times_each_record_once_and_merges_them(tmp_path):
+    """`--jobs 2` splits the records between two workers, each with its own checkpoint; the merged table
+    counts what one process counts over the same records, and the same command again times nothing."""
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    args = ["bench", "maskbench", "--data", str(MASKBENCH_DEV), "--tokenizer", "gpt2", "--engines", "banister",
+            "--sample", "5", "--seed", "3", "--no-extras", "--by-split"]
+    alone, out = tmp_path / "alone.json", tmp_path / "jobs.json"
+    done = banister(*args, "--json", str(alone))
+    assert done.returncode == 0, done.stderr[-2000:]
+    checkpoint = tmp_path / "run.jsonl"
+    for _sitting in range(2):
+        done = banister(*args, "--jobs", "2", "--checkpoint", str(checkpoint), "--json", str(out))
+        assert done.returncode == 0, done.stderr[-2000:]
+        held = [len((tmp_path / f"run.jsonl.{k}-of-2").read_text().splitlines()) - 1 for k in (1, 2)]
+        assert held == [3, 2]  # every other record of the five, each once
+    report, single = json.loads(out.read_text()), json.loads(alone.read_text())
+    assert report["complete"] and report["jobs"] == 2 and report["records"] == 5
+    assert {k: report["engines"][0][k] for k in COUNTS} == {k: single["engines"][0][k] for k in COUNTS}
+    assert report["by_split"].keys() == single["by_split"].keys()
+    assert "timed by 2 single-threaded worker processes" in done.stdout
+
+
+@pytest.mark.parametrize(("option", "value"), [("--jobs", "0"), ("--jobs", "two"), ("--shard", "3/2"), ("--shard", "1")])
+def test_maskbench_refuses_bad_worker_counts(option, value):
+    refused = banister("bench", "maskbench", "--data", "unused.jsonl", option, value)
+    assert refused.returncode == 2 and f"argument {option}: expected" in refused.stderr

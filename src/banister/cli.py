@@ -92,7 +92,22 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
                           json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
                           extras=not args.no_extras, gc_threshold=args.gc_threshold,
-                          checkpoint=args.checkpoint, by_split=args.by_split)
+                          checkpoint=args.checkpoint, by_split=args.by_split, jobs=args.jobs, shard=args.shard)
+
+
+def _shard_arg(text: str) -> tuple[int, int]:
+    """The command-line type of ``--shard K/N``: whole numbers with 1 <= K <= N."""
+    k, sep, n = text.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, not {text!r}")
+    return int(k), int(n)
+
+
+def _jobs_arg(text: str) -> int:
+    """The command-line type of ``--jobs N``: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated: banister, llguidance, xgrammar, outlines-core (banister first for ratios)")
     mb.add_argument("--limit", type=int, help="only the first N records (after --split)")
     mb.add_argument("--split", help="only records of this split, e.g. Github_easy")
-    mb.add_argument("--sample", type=int, help="a random sample of N records (after --split and --limit)")
+    mb.add_argument("--sample", type=int,
+                    help="a random sample of N records (after --split and --limit), in a random order; N at least "
+                         "their number times them all in that order")
     mb.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
@@ -138,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--by-split", action="store_true",
                     help="also one line per split: schemas passing per engine and banister's ratio to the better "
                          "peer at time to first mask p50, mask p50 and mask p99")
+    mb.add_argument("--jobs", type=_jobs_arg, default=1, metavar="N",
+                    help="time the records in N worker processes at once, worker k taking every Nth record from "
+                         "the kth (with --checkpoint FILE, each keeps FILE.k-of-N); every engine stays "
+                         "single-threaded and runs in every worker, which share the CPU's caches (default 1)")
+    # what a --jobs worker is given: every Nth record from the Kth
+    mb.add_argument("--shard", type=_shard_arg, help=argparse.SUPPRESS)
     mb.set_defaults(run=_cmd_bench_maskbench)
 
     from banister.engine.commands import add_commands as add_engine_commands

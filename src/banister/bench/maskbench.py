@@ -22,7 +22,7 @@ a warm process).
 A run can be spread over several sittings with a checkpoint file (:class:`Checkpoint`): each timed
 record's results are appended to it as the record finishes, and a later run of the same command picks
 up after the last one. XGrammar compiles the whole dev split in five to seven hours on a two-core
-machine, longer than one sitting.
+machine, longer than one sitting; :func:`run_in_workers` spreads the records over several processes.
 """
 
 from __future__ import annotations
@@ -34,11 +34,14 @@ import itertools
 import json
 import os
 import random
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +182,10 @@ class CheckpointError(BanisterError, ValueError):
     """A checkpoint file that does not belong to this run or cannot be read; the message says which."""
 
 
+class WorkerError(BanisterError, RuntimeError):
+    """A worker process of a run spread over several (``--jobs``) failed; its own error is on stderr."""
+
+
 class Checkpoint:
     """The timed records of a run, kept in a file as they finish, so that the run can stop and go on.
 
@@ -219,7 +226,7 @@ class Checkpoint:
             if entry is None:
                 break
             expected = record_ids[number - 2] if number - 2 < len(record_ids) else None
-            if not isinstance(entry, dict) or entry.get("id") != expected:
+            if expected is None or not isinstance(entry, dict) or entry.get("id") != expected:
                 raise CheckpointError(f"checkpoint {self.path} line {number} is not the run's record {number - 1}")
             try:
                 for tally, added in zip(tallies, entry["tallies"], strict=True):
@@ -265,7 +272,7 @@ def record_ids_digest(records: list[dict[str, Any]]) -> str:
     return hashlib.sha256("\n".join(str(r["id"]) for r in records).encode()).hexdigest()[:16]
 
 
-def _percentiles(values: list[float], qs: tuple[float, ...]) -> dict[str, float]:
+def _percentiles(values: Sequence[float], qs: tuple[float, ...]) -> dict[str, float]:
     if not values:
         return {}
     arr = np.asarray(values)
@@ -431,15 +438,21 @@ def run(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[
         if progress:
             print(file=sys.stderr)
     if extras:
-        started = time.perf_counter()
-        for n, record in enumerate(records, 1):
-            for engine, tally in zip(engines, tallies):
-                measure_extras(engine, record, encode, vocab, tally)
-            if progress:
-                _progress("extras", n, len(records), started)
-        if progress:
-            print(file=sys.stderr)
+        run_extras(records, engines, encode, vocab, tallies, progress=progress)
     return tallies
+
+
+def run_extras(records: list[dict[str, Any]], engines: list[Engine], encode: Callable[[str], list[int]],
+               vocab: Vocabulary, tallies: list[EngineTally], *, progress: bool = True) -> None:
+    """The untimed extras of every record (:func:`measure_extras`), after the timed pass."""
+    started = time.perf_counter()
+    for n, record in enumerate(records, 1):
+        for engine, tally in zip(engines, tallies):
+            measure_extras(engine, record, encode, vocab, tally)
+        if progress:
+            _progress("extras", n, len(records), started)
+    if progress:
+        print(file=sys.stderr)
 
 
 def _progress(label: str, at: int, of: int, started: float, *, resumed_at: int = 0) -> None:
@@ -457,7 +470,7 @@ def format_table(tallies: list[EngineTally]) -> str:
     """One row per engine, then banister's ratios to each peer (below 1 = banister faster) and, with two
     peers or more, to the better peer at each ``HEADLINE`` measure."""
     rows = [t.summary() for t in tallies]
-    cols = [
+    cols: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         ("engine", lambda r: r["engine"]),
         ("schemas", lambda r: r["schemas"]),
         ("passing", lambda r: r["passing"]),
@@ -470,7 +483,7 @@ def format_table(tallies: list[EngineTally]) -> str:
              ("accept_us", "accept", ["p50", "p99"])]
     for key, label, qs in shown:
         for q in qs:
-            cols.append((f"{label} {q if q != 'p100' else 'max'} us", lambda r, k=key, q=q: r[k].get(q)))
+            cols.append((f"{label} {q if q != 'p100' else 'max'} us", _percentile_cell(key, q)))
     lines = ["  ".join(f"{c[0]:>12}" for c in cols)]
     for r in rows:
         lines.append("  ".join(_cell(fn(r)) for _, fn in cols))
@@ -497,6 +510,11 @@ def format_table(tallies: list[EngineTally]) -> str:
                          f"{mem['retained']['p100']:.0f} KiB; peak p50 {mem['peak']['p50']:.0f} KiB, max "
                          f"{mem['peak']['p100']:.0f} KiB")
     return "\n".join(lines)
+
+
+def _percentile_cell(key: str, q: str) -> Callable[[dict[str, Any]], Any]:
+    """A table column: percentile ``q`` of timing ``key`` in an engine's summary."""
+    return lambda row: row[key].get(q)
 
 
 def split_tallies(tallies: list[EngineTally]) -> dict[str, list[EngineTally]]:
@@ -603,41 +621,59 @@ def _cell(value: Any) -> str:
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
                    extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, checkpoint: str | None = None,
-                   by_split: bool = False) -> int:
+                   by_split: bool = False, jobs: int = 1, shard: tuple[int, int] | None = None) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
     (:func:`banister.collector.settle_heap` with ``gc_threshold``); after the run its thresholds are restored,
     and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
     from the records the file holds (:class:`Checkpoint`); with ``by_split``, one more line per split
-    (:func:`format_splits`)."""
+    (:func:`format_splits`). With ``jobs`` above 1 the records are timed by that many worker processes
+    (:func:`run_in_workers`); a worker is this command with ``shard`` ``(k, n)``: every n-th record from
+    the k-th (from 1), no progress bar and no extras."""
     from banister.vocab.named import load_named
 
+    if jobs < 1 or (jobs > 1 and shard is not None):
+        raise ValueError(f"jobs must be at least 1, and 1 for a worker's shard (jobs {jobs}, shard {shard})")
     named = load_named(tokenizer)
     vocab = named.vocab
     vocab.trie  # noqa: B018 - vocabulary-level table, built once (each peer builds its own at creation)
-    engines = [make_engine(name, vocab, named.encode) for name in engine_names]
     records = list(read_records(data, split=split, limit=limit))
-    if sample is not None and sample < len(records):
-        records = random.Random(seed).sample(records, sample)
+    if sample is not None:  # a sample as big as the selection is all of it, in a random order
+        records = random.Random(seed).sample(records, min(sample, len(records)))
     build = _build.describe()
     run_settings = {"tokenizer": tokenizer, "data": os.path.basename(data), "split": split, "limit": limit,
                     "sample": sample, "seed": seed, "engine_names": engine_names, "gc_threshold": gc_threshold,
                     "records": len(records), "record_ids": record_ids_digest(records), "build": build}
-    kept = Checkpoint(checkpoint, run_settings) if checkpoint else None
     frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
     try:
-        tallies = run(records, engines, named.encode, vocab, extras=extras, checkpoint=kept, by_split=by_split)
+        if jobs > 1:
+            merged = run_in_workers(records, run_settings, data, jobs, checkpoint=checkpoint, by_split=by_split)
+            tallies, held, sittings = merged
+            if extras and held == len(records):
+                engines = [make_engine(name, vocab, named.encode) for name in engine_names]
+                run_extras(records, engines, named.encode, vocab, tallies)
+        else:
+            if shard is not None:
+                records = records[shard[0] - 1::shard[1]]
+                run_settings = shard_settings(run_settings, records, shard)
+            kept = Checkpoint(checkpoint, run_settings) if checkpoint else None
+            engines = [make_engine(name, vocab, named.encode) for name in engine_names]
+            tallies = run(records, engines, named.encode, vocab, extras=extras and shard is None, checkpoint=kept,
+                          by_split=by_split, progress=shard is None)
+            held, sittings = (kept.held, kept.sittings) if kept else (len(records), 1)
     finally:
         gc.set_threshold(*previous)
         if not frozen_before:  # a caller in the same process gets its heap back as it was
             gc.unfreeze()
     print(f"banister build: {build}")
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
-    complete = kept is None or kept.held == len(records)
-    if kept is not None and not complete:
-        print(f"stopped after {kept.held} of {len(records)} records: the table is theirs; the same command goes on")
-    if kept is not None and kept.sittings > 1:
-        print(f"timed in {kept.sittings} sittings (checkpoint {checkpoint}); each began with cold caches")
+    complete = held == len(records)
+    if not complete:
+        print(f"stopped after {held} of {len(records)} records: the table is theirs; the same command goes on")
+    if jobs > 1:
+        print(f"timed by {jobs} single-threaded worker processes at once (worker k: records k, k+{jobs}, ...)")
+    if sittings > 1:
+        print(f"timed in {sittings} sittings (checkpoint {checkpoint}); each began with cold caches")
     print(format_table(tallies))
     if by_split:
         print(format_splits(tallies))
@@ -646,9 +682,87 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
             print(f"  [{tally.name}] {line}")
     if json_out:
         with open(json_out, "w") as fh:
-            json.dump({**run_settings, "data": data, "complete": complete, "sittings": kept.sittings if kept else 1,
+            json.dump({**run_settings, "data": data, "complete": complete, "sittings": sittings, "jobs": jobs,
                        "engines": [t.summary() for t in tallies], "ratios": ratios(tallies),
                        "ratios_to_best_peer": best_peer(tallies),
                        "ttfm_on_common_records": common_ttfm(tallies), **_splits_json(tallies)}, fh, indent=1)
     return 0
 
+
+def shard_settings(run_settings: dict[str, Any], records: list[dict[str, Any]],
+                   shard: tuple[int, int]) -> dict[str, Any]:
+    """The settings of one worker's run (its checkpoint's header): the whole run's, for its own records."""
+    return {**run_settings, "shard": f"{shard[0]}/{shard[1]}", "records": len(records),
+            "record_ids": record_ids_digest(records)}
+
+
+def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data: str, jobs: int, *,
+                   checkpoint: str | None, by_split: bool) -> tuple[list[EngineTally], int, int]:
+    """Time ``records`` in ``jobs`` worker processes at once (``banister bench maskbench --shard k/jobs``),
+    worker k taking every ``jobs``-th record from the k-th, each keeping its own checkpoint (with
+    ``checkpoint`` FILE, ``FILE.k-of-jobs``, so the same command goes on after a stop; without, a
+    temporary one). Every engine runs in every worker, so the workers' competition for the CPU's
+    caches and memory weighs on all of them; each engine is single-threaded as before. Returns the
+    merged tallies, the records timed and the sittings. Ctrl-C stops the workers (each keeps what it
+    timed) and merges what they hold."""
+    shards = [(k, jobs) for k in range(1, jobs + 1)]
+    with tempfile.TemporaryDirectory(prefix="maskbench-") as scratch:
+        paths = [f"{checkpoint or os.path.join(scratch, 'run')}.{k}-of-{n}" for k, n in shards]
+        argv = [sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", data,
+                "--tokenizer", settings["tokenizer"], "--engines", ",".join(settings["engine_names"]),
+                "--seed", str(settings["seed"]), "--gc-threshold", str(settings["gc_threshold"]), "--no-extras"]
+        for option in ("limit", "split", "sample"):
+            if settings[option] is not None:
+                argv += [f"--{option}", str(settings[option])]
+        # each in a session of its own: a Ctrl-C reaches them once, from here
+        workers = [subprocess.Popen([*argv, "--shard", f"{k}/{n}", "--checkpoint", path],
+                                    stdout=subprocess.DEVNULL, start_new_session=True)
+                   for (k, n), path in zip(shards, paths)]
+        held_now = _RecordsHeld(paths)
+        started, resumed_at, interrupted = time.perf_counter(), held_now(), False
+        try:
+            while any(w.poll() is None for w in workers):
+                _progress("timed", held_now(), len(records), started, resumed_at=resumed_at)
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            interrupted = True
+            for worker in workers:
+                worker.send_signal(signal.SIGINT)
+        finally:
+            for worker in workers:
+                worker.wait()
+            print(file=sys.stderr)
+        failed = [f"worker {k} exited with {w.returncode}" for (k, _), w in zip(shards, workers) if w.returncode]
+        if failed and not interrupted:
+            raise WorkerError(f"maskbench workers failed ({'; '.join(failed)}); their errors are above")
+        tallies = [EngineTally(name) for name in settings["engine_names"]]
+        held = sittings = 0
+        for shard, path in zip(shards, paths):
+            part = records[shard[0] - 1::shard[1]]
+            kept = Checkpoint(path, shard_settings(settings, part, shard))
+            held += kept.restore([r["id"] for r in part], tallies,
+                                 [str(r.get("split")) for r in part] if by_split else None)
+            sittings = max(sittings, kept.sittings)
+    return tallies, held, sittings
+
+
+class _RecordsHeld:
+    """How many timed records growing checkpoint files hold (their lines after the header), reading only
+    what was appended since the last look: a whole split's files run to tens of megabytes."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.read = dict.fromkeys(paths, 0)  # bytes read so far
+        self.lines = dict.fromkeys(paths, 0)
+
+    def __call__(self) -> int:
+        for path, offset in self.read.items():
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    appended = fh.read()
+            except FileNotFoundError:
+                continue
+            whole = appended[: appended.rfind(b"\n") + 1]  # a line still being written waits for the next look
+            self.read[path] += len(whole)
+            self.lines[path] += whole.count(b"\n")
+        return sum(max(n - 1, 0) for n in self.lines.values())
