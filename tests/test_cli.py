@@ -1,8 +1,10 @@
 """The `banister` command line, run as a user runs it (a subprocess of the installed entry point)."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from shared_data import MASKBENCH_DEV
@@ -102,6 +104,29 @@ def test_maskbench_in_workers_times_each_record_once_and_merges_them(tmp_path):
     assert report["by_split"].keys() == single["by_split"].keys()
     assert "timed by 2 single-threaded worker processes" in done.stdout
 
+
+
+def test_maskbench_in_workers_stops_on_a_kill_and_prints_what_they_hold(tmp_path):
+    """SIGTERM to a `--jobs 2` run stops its workers (each keeps what it timed) and prints the table of
+    the records their checkpoints hold."""
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    checkpoint, out = tmp_path / "run.jsonl", tmp_path / "out.json"
+    run = subprocess.Popen([sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", str(MASKBENCH_DEV),
+                            "--tokenizer", "gpt2", "--engines", "banister", "--sample", "2000", "--no-extras",
+                            "--jobs", "2", "--checkpoint", str(checkpoint), "--json", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    files = [tmp_path / f"run.jsonl.{k}-of-2" for k in (1, 2)]
+    deadline = time.monotonic() + 240
+    while sum(len(f.read_text().splitlines()) for f in files if f.exists()) < 2 + 4 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    run.send_signal(signal.SIGTERM)
+    stdout, stderr = run.communicate(timeout=240)
+    assert run.returncode == 0, stderr[-2000:]
+    held = sum(len(f.read_text().splitlines()) - 1 for f in files)
+    report = json.loads(out.read_text())
+    assert not report["complete"] and 4 <= report["engines"][0]["schemas"] == held < 2000
+    assert f"stopped after {held} of 2000 records" in stdout
 
 @pytest.mark.parametrize(("option", "value"), [("--jobs", "0"), ("--jobs", "two"), ("--shard", "3/2"), ("--shard", "1")])
 def test_maskbench_refuses_bad_worker_counts(option, value):

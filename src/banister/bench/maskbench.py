@@ -633,6 +633,8 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
 
     if jobs < 1 or (jobs > 1 and shard is not None):
         raise ValueError(f"jobs must be at least 1, and 1 for a worker's shard (jobs {jobs}, shard {shard})")
+    if shard is not None:  # a worker stops on its parent's SIGINT, even when started where SIGINT is ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     named = load_named(tokenizer)
     vocab = named.vocab
     vocab.trie  # noqa: B018 - vocabulary-level table, built once (each peer builds its own at creation)
@@ -720,6 +722,7 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
                    for (k, n), path in zip(shards, paths)]
         held_now = _RecordsHeld(paths)
         started, resumed_at, interrupted = time.perf_counter(), held_now(), False
+        terminate = signal.signal(signal.SIGTERM, _stop)  # a kill stops the workers too, as Ctrl-C does
         try:
             while any(w.poll() is None for w in workers):
                 _progress("timed", held_now(), len(records), started, resumed_at=resumed_at)
@@ -729,6 +732,7 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
             for worker in workers:
                 worker.send_signal(signal.SIGINT)
         finally:
+            signal.signal(signal.SIGTERM, terminate)
             for worker in workers:
                 worker.wait()
             print(file=sys.stderr)
@@ -744,6 +748,11 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
                                  [str(r.get("split")) for r in part] if by_split else None)
             sittings = max(sittings, kept.sittings)
     return tallies, held, sittings
+
+
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM taken as Ctrl-C, so that a run spread over workers stops them and prints what they hold."""
+    raise KeyboardInterrupt
 
 
 class _RecordsHeld:
