@@ -105,7 +105,6 @@ def test_maskbench_in_workers_times_each_record_once_and_merges_them(tmp_path):
     assert "timed by 2 single-threaded worker processes" in done.stdout
 
 
-
 def test_maskbench_in_workers_stops_on_a_kill_and_prints_what_they_hold(tmp_path):
     """SIGTERM to a `--jobs 2` run stops its workers (each keeps what it timed) and prints the table of
     the records their checkpoints hold."""
@@ -128,7 +127,9 @@ def test_maskbench_in_workers_stops_on_a_kill_and_prints_what_they_hold(tmp_path
     assert not report["complete"] and 4 <= report["engines"][0]["schemas"] == held < 2000
     assert f"stopped after {held} of 2000 records" in stdout
 
-@pytest.mark.parametrize(("option", "value"), [("--jobs", "0"), ("--jobs", "two"), ("--shard", "3/2"), ("--shard", "1")])
-def test_maskbench_refuses_bad_worker_counts(option, value):
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--jobs", "0", "must be a whole number of at least 1"), ("--jobs", "two", "must be a whole number of at least 1"),
+    ("--shard", "3/2", "expected K/N with 1 <= K <= N"), ("--shard", "1", "expected K/N with 1 <= K <= N")])
+def test_maskbench_refuses_bad_worker_counts(option, value, message):
     refused = banister("bench", "maskbench", "--data", "unused.jsonl", option, value)
-    assert refused.returncode == 2 and f"argument {option}: expected" in refused.stderr
+    assert refused.returncode == 2 and f"argument {option}: {message}" in refused.stderr

@@ -5,7 +5,7 @@ import gc
 import pytest
 
 from banister.cli import build_parser
-from banister.collector import GEN0_THRESHOLD, gc_threshold_arg, settle_heap
+from banister.collector import GEN0_THRESHOLD, whole_number_arg, settle_heap
 
 
 def test_settle_heap_freezes_the_live_heap_and_raises_the_young_threshold():
@@ -29,10 +29,10 @@ def test_settle_heap_refuses_a_threshold_that_would_stop_collection(bad):
 
 
 def test_the_command_line_option_takes_a_positive_whole_number():
-    assert gc_threshold_arg("700") == 700
+    assert whole_number_arg("700") == 700
     for bad in ("0", "-1", "1.5", "many"):
         with pytest.raises(Exception, match="at least 1"):
-            gc_threshold_arg(bad)
+            whole_number_arg(bad)
     parser = build_parser()
     assert parser.parse_args(["serve"]).gc_threshold == GEN0_THRESHOLD
     assert parser.parse_args(["bench", "maskbench", "--data", "x", "--gc-threshold", "700"]).gc_threshold == 700

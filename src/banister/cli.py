@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from banister import __version__, _build
-from banister.collector import add_gc_threshold_option
+from banister.collector import add_gc_threshold_option, whole_number_arg
 from banister.compiler import Compiler
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
@@ -103,13 +103,6 @@ def _shard_arg(text: str) -> tuple[int, int]:
     return int(k), int(n)
 
 
-def _jobs_arg(text: str) -> int:
-    """The command-line type of ``--jobs N``: a whole number of at least 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="banister", description="Structured generation for language models.")
     parser.add_argument("--version", action="version", version=f"banister {__version__} ({_build.describe()})")
@@ -155,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--by-split", action="store_true",
                     help="also one line per split: schemas passing per engine and banister's ratio to the better "
                          "peer at time to first mask p50, mask p50 and mask p99")
-    mb.add_argument("--jobs", type=_jobs_arg, default=1, metavar="N",
+    mb.add_argument("--jobs", type=whole_number_arg, default=1, metavar="N",
                     help="time the records in N worker processes at once, worker k taking every Nth record from "
                          "the kth (with --checkpoint FILE, each keeps FILE.k-of-N); every engine stays "
                          "single-threaded and runs in every worker, which share the CPU's caches (default 1)")

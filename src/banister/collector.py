@@ -42,13 +42,13 @@ def settle_heap(gen0_threshold: int = GEN0_THRESHOLD) -> tuple[int, int, int]:
 def add_gc_threshold_option(parser: argparse.ArgumentParser, *, how: str = "") -> None:
     """``--gc-threshold N``, the ``gen0_threshold`` of :func:`settle_heap` (``how``: words on where it
     applies, put after the option's first words)."""
-    parser.add_argument("--gc-threshold", type=gc_threshold_arg, default=GEN0_THRESHOLD, metavar="N",
+    parser.add_argument("--gc-threshold", type=whole_number_arg, default=GEN0_THRESHOLD, metavar="N",
                         help=f"objects allocated between young garbage collections{how} (default "
                              f"{GEN0_THRESHOLD}; CPython's own is 700; see docs/performance.md)")
 
 
-def gc_threshold_arg(text: str) -> int:
-    """The command-line type of ``--gc-threshold``: a whole number of at least 1."""
+def whole_number_arg(text: str) -> int:
+    """A command-line type for counts such as ``--gc-threshold`` and ``--jobs``: a whole number of at least 1."""
     try:
         value = int(text)
     except ValueError:

@@ -43,7 +43,7 @@ import tracemalloc
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from banister.collector import GEN0_THRESHOLD, settle_heap
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from banister.vocab.named import NamedTokenizer
 
 
 def instance_text(test: dict[str, Any]) -> str:
@@ -629,15 +632,10 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     (:func:`format_splits`). With ``jobs`` above 1 the records are timed by that many worker processes
     (:func:`run_in_workers`); a worker is this command with ``shard`` ``(k, n)``: every n-th record from
     the k-th (from 1), no progress bar and no extras."""
-    from banister.vocab.named import load_named
-
     if jobs < 1 or (jobs > 1 and shard is not None):
         raise ValueError(f"jobs must be at least 1, and 1 for a worker's shard (jobs {jobs}, shard {shard})")
     if shard is not None:  # a worker stops on its parent's SIGINT, even when started where SIGINT is ignored
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    named = load_named(tokenizer)
-    vocab = named.vocab
-    vocab.trie  # noqa: B018 - vocabulary-level table, built once (each peer builds its own at creation)
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None:  # a sample as big as the selection is all of it, in a random order
         records = random.Random(seed).sample(records, min(sample, len(records)))
@@ -649,19 +647,19 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     previous = settle_heap(gc_threshold)
     try:
         if jobs > 1:
-            merged = run_in_workers(records, run_settings, data, jobs, checkpoint=checkpoint, by_split=by_split)
-            tallies, held, sittings = merged
+            tallies, held, sittings = run_in_workers(records, run_settings, data, jobs, checkpoint=checkpoint,
+                                                     by_split=by_split)
             if extras and held == len(records):
-                engines = [make_engine(name, vocab, named.encode) for name in engine_names]
-                run_extras(records, engines, named.encode, vocab, tallies)
+                named, engines = _engines(tokenizer, engine_names)
+                run_extras(records, engines, named.encode, named.vocab, tallies)
         else:
             if shard is not None:
-                records = records[shard[0] - 1::shard[1]]
+                records = shard_of(records, shard)
                 run_settings = shard_settings(run_settings, records, shard)
             kept = Checkpoint(checkpoint, run_settings) if checkpoint else None
-            engines = [make_engine(name, vocab, named.encode) for name in engine_names]
-            tallies = run(records, engines, named.encode, vocab, extras=extras and shard is None, checkpoint=kept,
-                          by_split=by_split, progress=shard is None)
+            named, engines = _engines(tokenizer, engine_names)
+            tallies = run(records, engines, named.encode, named.vocab, extras=extras and shard is None,
+                          checkpoint=kept, by_split=by_split, progress=shard is None)
             held, sittings = (kept.held, kept.sittings) if kept else (len(records), 1)
     finally:
         gc.set_threshold(*previous)
@@ -689,6 +687,21 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
                        "ratios_to_best_peer": best_peer(tallies),
                        "ttfm_on_common_records": common_ttfm(tallies), **_splits_json(tallies)}, fh, indent=1)
     return 0
+
+
+def _engines(tokenizer: str, engine_names: list[str]) -> tuple[NamedTokenizer, list[Engine]]:
+    """The named vocabulary and the engines made on it, its vocabulary-level table built first (each peer
+    builds its own at creation)."""
+    from banister.vocab.named import load_named
+
+    named = load_named(tokenizer)
+    named.vocab.trie  # noqa: B018
+    return named, [make_engine(name, named.vocab, named.encode) for name in engine_names]
+
+
+def shard_of(records: list[dict[str, Any]], shard: tuple[int, int]) -> list[dict[str, Any]]:
+    """Worker k's records of n (``shard`` ``(k, n)``, k from 1): every n-th from the k-th."""
+    return records[shard[0] - 1::shard[1]]
 
 
 def shard_settings(run_settings: dict[str, Any], records: list[dict[str, Any]],
@@ -742,7 +755,7 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
         tallies = [EngineTally(name) for name in settings["engine_names"]]
         held = sittings = 0
         for shard, path in zip(shards, paths):
-            part = records[shard[0] - 1::shard[1]]
+            part = shard_of(records, shard)
             kept = Checkpoint(path, shard_settings(settings, part, shard))
             held += kept.restore([r["id"] for r in part], tallies,
                                  [str(r.get("split")) for r in part] if by_split else None)
