@@ -87,3 +87,25 @@ def test_compiled_and_interpreted_give_the_same_masks():
     assert compiled["compiled"] >= 20 and compiled["masks"] > 1000  # the sample is not vacuous
     assert (compiled["compiled"], compiled["masks"], compiled["digest"]) == (
         interpreted["compiled"], interpreted["masks"], interpreted["digest"])
+
+
+def test_the_source_digest_names_the_code_and_only_the_code(tmp_path, monkeypatch):
+    """Two trees with the same sources have the same digest; a changed line, a renamed module or an added
+    one changes it; files that are not Python sources (a compiled extension, a cache) do not."""
+    tree = tmp_path / "banister"
+    (tree / "parser").mkdir(parents=True)
+    (tree / "__init__.py").write_text("")
+    (tree / "parser" / "earley.py").write_text("X = 1\n")
+    monkeypatch.setattr(_build, "_PACKAGE", tree)
+    first = _build.source_digest()
+    assert len(first) == 16 and _build.source_digest() == first
+    (tree / "parser" / "earley.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0ELF")
+    (tree / "parser" / "__pycache__").mkdir()
+    (tree / "parser" / "__pycache__" / "earley.cpython-311.pyc").write_bytes(b"\0")
+    assert _build.source_digest() == first
+    (tree / "parser" / "earley.py").write_text("X = 2\n")
+    changed = _build.source_digest()
+    (tree / "parser" / "earley.py").rename(tree / "parser" / "lexer.py")
+    renamed = _build.source_digest()
+    (tree / "extra.py").write_text("")
+    assert len({first, changed, renamed, _build.source_digest()}) == 4

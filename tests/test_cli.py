@@ -80,6 +80,16 @@ def test_maskbench_goes_on_from_its_checkpoint_and_refuses_another_runs(tmp_path
     assert sum(split["engines"][0]["schemas"] for split in report["by_split"].values()) == 3
     refused = banister(*args, "--gc-threshold", "700")
     assert refused.returncode == 2 and "belongs to another run (it differs in gc_threshold)" in refused.stderr
+    # A checkpoint that other sources of banister (or another peer release) began is refused too.
+    from banister import __version__, _build
+
+    assert report["versions"] == {"banister": f"{__version__} (sources {_build.source_digest()})"}
+    lines = checkpoint.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["versions"]["banister"] = f"{__version__} (sources 0123456789abcdef)"
+    checkpoint.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    refused = banister(*args)
+    assert refused.returncode == 2 and "belongs to another run (it differs in versions)" in refused.stderr
 
 
 def test_maskbench_in_workers_times_each_record_once_and_merges_them(tmp_path):

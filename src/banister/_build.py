@@ -8,6 +8,7 @@ every such module from that source: for tracebacks and debuggers, for profilers 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -61,6 +62,15 @@ def describe() -> str:
     if _SWITCHED:
         return f"interpreted ({len(installed)} compiled modules installed, BANISTER_INTERPRETED set)"
     return f"mypyc: {len(installed)} modules compiled ({', '.join(n.rpartition('.')[2] for n in installed)})"
+
+
+def source_digest() -> str:
+    """A short digest of every Python source of the package: two runs of a benchmark whose digests
+    differ timed different code (a checkpoint made by one is refused by the other)."""
+    digest = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 class _SourcesFirst(importlib.abc.MetaPathFinder):

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from banister import _build
-from banister.bench.peers import Engine, make_engine
+from banister.bench.peers import Engine, engine_versions, make_engine
 from banister.collector import GEN0_THRESHOLD, settle_heap
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask
@@ -192,11 +192,12 @@ class WorkerError(BanisterError, RuntimeError):
 class Checkpoint:
     """The timed records of a run, kept in a file as they finish, so that the run can stop and go on.
 
-    The file is JSON lines: a header naming the run (data, tokenizer, engines, the records' ids in
-    order, and every setting that changes what is timed), then one line per record with what each
-    engine's tally gained (:meth:`EngineTally.since`) and the sitting it was timed in. A run given a
-    file that another run made is refused; a last line cut short by a killed process is dropped, and
-    that record is timed again. Records are timed in order, so those done are always a prefix.
+    The file is JSON lines: a header naming the run (data, tokenizer, engines and their versions,
+    banister's by a digest of its sources, the records' ids in order, and every setting that changes
+    what is timed), then one line per record with what each engine's tally gained
+    (:meth:`EngineTally.since`) and the sitting it was timed in. A run given a file that another run
+    made, or other code, is refused; a last line cut short by a killed process is dropped, and that
+    record is timed again. Records are timed in order, so those done are always a prefix.
 
     Each sitting is a new process: banister's caches (and the CPU's) start cold there, as they do
     after a server restart, which only counts against banister.
@@ -639,10 +640,11 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     records = list(read_records(data, split=split, limit=limit))
     if sample is not None:  # a sample as big as the selection is all of it, in a random order
         records = random.Random(seed).sample(records, min(sample, len(records)))
-    build = _build.describe()
+    build, versions = _build.describe(), engine_versions(engine_names)
     run_settings = {"tokenizer": tokenizer, "data": os.path.basename(data), "split": split, "limit": limit,
                     "sample": sample, "seed": seed, "engine_names": engine_names, "gc_threshold": gc_threshold,
-                    "records": len(records), "record_ids": record_ids_digest(records), "build": build}
+                    "records": len(records), "record_ids": record_ids_digest(records), "build": build,
+                    "versions": versions}
     frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
     try:
@@ -666,6 +668,7 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
         if not frozen_before:  # a caller in the same process gets its heap back as it was
             gc.unfreeze()
     print(f"banister build: {build}")
+    print("engines: " + ", ".join(f"{name} {version}" for name, version in versions.items()))
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
     complete = held == len(records)
     if not complete:

@@ -8,6 +8,7 @@ Every engine is built from the same banister ``Vocabulary`` so they all see iden
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -170,6 +171,27 @@ ENGINES: dict[str, type] = {
     "xgrammar": XGrammarEngine,
     "outlines-core": OutlinesCoreEngine,
 }
+
+
+PEER_PACKAGES = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines-core"}
+"""The distribution each peer engine comes from."""
+
+
+def engine_versions(names: list[str]) -> dict[str, str]:
+    """What each engine of ``names`` runs: banister's version and the digest of its sources
+    (:func:`banister._build.source_digest`), a peer's installed version ("not installed" when missing)."""
+    from banister import __version__, _build
+
+    versions = {}
+    for name in names:
+        if name == "banister":
+            versions[name] = f"{__version__} (sources {_build.source_digest()})"
+        else:
+            try:
+                versions[name] = metadata.version(PEER_PACKAGES.get(name, name))
+            except metadata.PackageNotFoundError:
+                versions[name] = "not installed"
+    return versions
 
 
 def make_engine(name: str, vocab: Vocabulary, encode: Callable[[str], list[int]]) -> Engine:
