@@ -92,6 +92,31 @@ def test_maskbench_goes_on_from_its_checkpoint_and_refuses_another_runs(tmp_path
     assert refused.returncode == 2 and "belongs to another run (it differs in versions)" in refused.stderr
 
 
+def test_maskbench_report_prints_what_a_checkpoint_holds_and_times_nothing(tmp_path):
+    """`--report` prints the table of a finished run's checkpoint, counts as the run counted them; with no
+    checkpoint, or none at the path given, it says so."""
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    checkpoint, timed, reported = tmp_path / "run.jsonl", tmp_path / "timed.json", tmp_path / "reported.json"
+    args = ["bench", "maskbench", "--data", str(MASKBENCH_DEV), "--tokenizer", "gpt2", "--engines", "banister",
+            "--sample", "3", "--seed", "2", "--no-extras", "--by-split"]
+    done = banister(*args, "--checkpoint", str(checkpoint), "--json", str(timed))
+    assert done.returncode == 0, done.stderr[-2000:]
+    looked = banister(*args, "--checkpoint", str(checkpoint), "--report", "--json", str(reported))
+    assert looked.returncode == 0, looked.stderr[-2000:]
+    assert "the checkpoint holds 3 of 3 records" in looked.stdout and "timed [" not in looked.stderr
+    first, again = json.loads(timed.read_text()), json.loads(reported.read_text())
+    assert again["complete"] and again["by_split"].keys() == first["by_split"].keys()
+    (engine,), (kept,) = first["engines"], again["engines"]
+    assert {k: kept[k] for k in COUNTS} == {k: engine[k] for k in COUNTS}
+    for measure in ("mask_us", "ttfm_us"):  # the checkpoint keeps times to the nanosecond
+        assert kept[measure] == pytest.approx(engine[measure], abs=1e-3)
+    refused = banister(*args, "--report")
+    assert refused.returncode == 2 and "give --checkpoint FILE" in refused.stderr
+    refused = banister(*args, "--report", "--checkpoint", str(tmp_path / "none.jsonl"))
+    assert refused.returncode == 2 and "no checkpoint at" in refused.stderr
+
+
 def test_maskbench_in_workers_times_each_record_once_and_merges_them(tmp_path):
     """`--jobs 2` splits the records between two workers, each with its own checkpoint; the merged table
     counts what one process counts over the same records, and the same command again times nothing."""
@@ -136,6 +161,20 @@ def test_maskbench_in_workers_stops_on_a_kill_and_prints_what_they_hold(tmp_path
     report = json.loads(out.read_text())
     assert not report["complete"] and 4 <= report["engines"][0]["schemas"] == held < 2000
     assert f"stopped after {held} of 2000 records" in stdout
+
+    # --report reads the files as a run still writing them leaves them (a line half written), and
+    # changes nothing in them.
+    with files[0].open("a") as fh:
+        fh.write('{"id": "half a')
+    before = [f.read_bytes() for f in files]
+    looked = banister("bench", "maskbench", "--data", str(MASKBENCH_DEV), "--tokenizer", "gpt2", "--engines",
+                      "banister", "--sample", "2000", "--no-extras", "--jobs", "2", "--checkpoint", str(checkpoint),
+                      "--report", "--json", str(out))
+    assert looked.returncode == 0, looked.stderr[-2000:]
+    assert f"the checkpoint holds {held} of 2000 records" in looked.stdout
+    assert json.loads(out.read_text())["engines"][0]["schemas"] == held
+    assert [f.read_bytes() for f in files] == before
+
 
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--jobs", "0", "must be a whole number of at least 1"), ("--jobs", "two", "must be a whole number of at least 1"),

@@ -92,7 +92,8 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
                           json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
                           extras=not args.no_extras, gc_threshold=args.gc_threshold,
-                          checkpoint=args.checkpoint, by_split=args.by_split, jobs=args.jobs, shard=args.shard)
+                          checkpoint=args.checkpoint, by_split=args.by_split, jobs=args.jobs, shard=args.shard,
+                          report=args.report)
 
 
 def _shard_arg(text: str) -> tuple[int, int]:
@@ -152,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="time the records in N worker processes at once, worker k taking every Nth record from "
                          "the kth (with --checkpoint FILE, each keeps FILE.k-of-N); every engine stays "
                          "single-threaded and runs in every worker, which share the CPU's caches (default 1)")
+    mb.add_argument("--report", action="store_true",
+                    help="time nothing: print the table of the records that --checkpoint FILE holds (with --jobs N, "
+                         "its N workers' files), as the run that writes it may still be going")
     # what a --jobs worker is given: every Nth record from the Kth
     mb.add_argument("--shard", type=_shard_arg, help=argparse.SUPPRESS)
     mb.set_defaults(run=_cmd_bench_maskbench)

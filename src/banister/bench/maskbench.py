@@ -210,15 +210,19 @@ class Checkpoint:
         self.sittings = 0  # the sittings the file's records were timed in
         self.held = 0  # the records the file holds
 
-    def restore(self, record_ids: list[str], tallies: list[EngineTally], splits: list[str] | None = None) -> int:
+    def restore(self, record_ids: list[str], tallies: list[EngineTally], splits: list[str] | None = None, *,
+                read_only: bool = False) -> int:
         """Replay the file into ``tallies`` (and, given the records' ``splits``, into their ``by_split``) and
-        return how many records it holds (0 for a new file)."""
+        return how many records it holds (0 for a new file). ``read_only``: a look at a file that a run
+        may still be writing: a missing file is an error, and a last line being written is left as is."""
         if not os.path.exists(self.path) or not os.path.getsize(self.path):
+            if read_only:
+                raise CheckpointError(f"no checkpoint at {self.path}")
             self._write(self.header, "w")
             return 0
         with open(self.path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
-        header = self._entry(lines, 1)
+        header = self._entry(lines, 1, read_only)
         if header != self.header:
             differing = sorted(k for k in self.header if not isinstance(header, dict) or header.get(k) != self.header[k])
             raise CheckpointError(f"checkpoint {self.path} belongs to another run (it differs in "
@@ -226,7 +230,7 @@ class Checkpoint:
                                   "that made it")
         self.held = 0
         for number in range(2, len(lines) + 1):  # each line replayed as it is read: a whole split is big
-            entry = self._entry(lines, number)
+            entry = self._entry(lines, number, read_only)
             if entry is None:
                 break
             expected = record_ids[number - 2] if number - 2 < len(record_ids) else None
@@ -245,12 +249,14 @@ class Checkpoint:
         self.sitting = self.sittings + 1
         return self.held
 
-    def _entry(self, lines: list[str], number: int) -> Any:
+    def _entry(self, lines: list[str], number: int, read_only: bool = False) -> Any:
         """Line ``number`` (from 1) parsed; None for a last record line cut short by a killed process,
-        which is dropped from the file (its record is timed again)."""
+        which is dropped from the file (its record is timed again), or, ``read_only``, still being written."""
         try:
             return json.loads(lines[number - 1])
         except json.JSONDecodeError:
+            if number == len(lines) > 1 and read_only:
+                return None
             if number == len(lines) > 1:
                 with open(self.path, "w", encoding="utf-8") as fh:
                     fh.write("".join(line + "\n" for line in lines[:-1]))
@@ -625,16 +631,21 @@ def _cell(value: Any) -> str:
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
                    extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, checkpoint: str | None = None,
-                   by_split: bool = False, jobs: int = 1, shard: tuple[int, int] | None = None) -> int:
+                   by_split: bool = False, jobs: int = 1, shard: tuple[int, int] | None = None,
+                   report: bool = False) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
     (:func:`banister.collector.settle_heap` with ``gc_threshold``); after the run its thresholds are restored,
     and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
     from the records the file holds (:class:`Checkpoint`); with ``by_split``, one more line per split
     (:func:`format_splits`). With ``jobs`` above 1 the records are timed by that many worker processes
     (:func:`run_in_workers`); a worker is this command with ``shard`` ``(k, n)``: every n-th record from
-    the k-th (from 1), no progress bar and no extras."""
+    the k-th (from 1), no progress bar and no extras. With ``report``, nothing is timed: the table is that of
+    the records the checkpoint (or, with ``jobs``, the workers' checkpoints) holds, read as a run that is
+    still going may be writing it."""
     if jobs < 1 or (jobs > 1 and shard is not None):
         raise ValueError(f"jobs must be at least 1, and 1 for a worker's shard (jobs {jobs}, shard {shard})")
+    if report and (checkpoint is None or shard is not None):
+        raise CheckpointError("--report reads the table from a run's checkpoint: give --checkpoint FILE")
     if shard is not None:  # a worker stops on its parent's SIGINT, even when started where SIGINT is ignored
         signal.signal(signal.SIGINT, signal.default_int_handler)
     records = list(read_records(data, split=split, limit=limit))
@@ -648,7 +659,11 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     frozen_before = gc.get_freeze_count()
     previous = settle_heap(gc_threshold)
     try:
-        if jobs > 1:
+        if report and checkpoint is not None:
+            paths = shard_paths(checkpoint, jobs) if jobs > 1 else [checkpoint]
+            tallies, held, sittings = read_checkpoints(records, run_settings, paths, by_split=by_split,
+                                                       read_only=True)
+        elif jobs > 1:
             tallies, held, sittings = run_in_workers(records, run_settings, data, jobs, checkpoint=checkpoint,
                                                      by_split=by_split)
             if extras and held == len(records):
@@ -671,7 +686,9 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     print("engines: " + ", ".join(f"{name} {version}" for name, version in versions.items()))
     print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
     complete = held == len(records)
-    if not complete:
+    if report:
+        print(f"the checkpoint holds {held} of {len(records)} records: the table is theirs (nothing was timed)")
+    elif not complete:
         print(f"stopped after {held} of {len(records)} records: the table is theirs; the same command goes on")
     if jobs > 1:
         print(f"timed by {jobs} single-threaded worker processes at once (worker k: records k, k+{jobs}, ...)")
@@ -725,7 +742,7 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
     timed) and merges what they hold."""
     shards = [(k, jobs) for k in range(1, jobs + 1)]
     with tempfile.TemporaryDirectory(prefix="maskbench-") as scratch:
-        paths = [f"{checkpoint or os.path.join(scratch, 'run')}.{k}-of-{n}" for k, n in shards]
+        paths = shard_paths(checkpoint or os.path.join(scratch, "run"), jobs)
         argv = [sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", data,
                 "--tokenizer", settings["tokenizer"], "--engines", ",".join(settings["engine_names"]),
                 "--seed", str(settings["seed"]), "--gc-threshold", str(settings["gc_threshold"]), "--no-extras"]
@@ -755,14 +772,28 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
         failed = [f"worker {k} exited with {w.returncode}" for (k, _), w in zip(shards, workers) if w.returncode]
         if failed and not interrupted:
             raise WorkerError(f"maskbench workers failed ({'; '.join(failed)}); their errors are above")
-        tallies = [EngineTally(name) for name in settings["engine_names"]]
-        held = sittings = 0
-        for shard, path in zip(shards, paths):
-            part = shard_of(records, shard)
-            kept = Checkpoint(path, shard_settings(settings, part, shard))
-            held += kept.restore([r["id"] for r in part], tallies,
-                                 [str(r.get("split")) for r in part] if by_split else None)
-            sittings = max(sittings, kept.sittings)
+        return read_checkpoints(records, settings, paths, by_split=by_split)
+
+
+def shard_paths(checkpoint: str, jobs: int) -> list[str]:
+    """The checkpoint files of a run in ``jobs`` workers with ``--checkpoint`` ``checkpoint``."""
+    return [f"{checkpoint}.{k}-of-{jobs}" for k in range(1, jobs + 1)]
+
+
+def read_checkpoints(records: list[dict[str, Any]], settings: dict[str, Any], paths: list[str], *, by_split: bool,
+                     read_only: bool = False) -> tuple[list[EngineTally], int, int]:
+    """The merged tallies of what a run's checkpoints ``paths`` hold (one process's, or worker k's at
+    ``paths[k - 1]``), the records they hold and their sittings (``read_only``: see
+    :meth:`Checkpoint.restore`)."""
+    tallies = [EngineTally(name) for name in settings["engine_names"]]
+    held = sittings = 0
+    for k, path in enumerate(paths, 1):
+        shard = (k, len(paths))
+        part = shard_of(records, shard)
+        kept = Checkpoint(path, shard_settings(settings, part, shard) if len(paths) > 1 else settings)
+        held += kept.restore([r["id"] for r in part], tallies,
+                             [str(r.get("split")) for r in part] if by_split else None, read_only=read_only)
+        sittings = max(sittings, kept.sittings)
     return tallies, held, sittings
 
 
