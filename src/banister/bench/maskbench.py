@@ -255,11 +255,10 @@ class Checkpoint:
         try:
             return json.loads(lines[number - 1])
         except json.JSONDecodeError:
-            if number == len(lines) > 1 and read_only:
-                return None
             if number == len(lines) > 1:
-                with open(self.path, "w", encoding="utf-8") as fh:
-                    fh.write("".join(line + "\n" for line in lines[:-1]))
+                if not read_only:
+                    with open(self.path, "w", encoding="utf-8") as fh:
+                        fh.write("".join(line + "\n" for line in lines[:-1]))
                 return None
             raise CheckpointError(f"checkpoint {self.path} line {number} is not JSON") from None
 

@@ -8,8 +8,8 @@ Every engine is built from the same banister ``Vocabulary`` so they all see iden
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any, Protocol
 
 import numpy as np
@@ -173,13 +173,10 @@ ENGINES: dict[str, type] = {
 }
 
 
-PEER_PACKAGES = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines-core"}
-"""The distribution each peer engine comes from."""
-
-
 def engine_versions(names: list[str]) -> dict[str, str]:
     """What each engine of ``names`` runs: banister's version and the digest of its sources
-    (:func:`banister._build.source_digest`), a peer's installed version ("not installed" when missing)."""
+    (:func:`banister._build.source_digest`), a peer's installed version ("not installed" when missing;
+    each peer is named after its distribution)."""
     from banister import __version__, _build
 
     versions = {}
@@ -188,7 +185,7 @@ def engine_versions(names: list[str]) -> dict[str, str]:
             versions[name] = f"{__version__} (sources {_build.source_digest()})"
         else:
             try:
-                versions[name] = metadata.version(PEER_PACKAGES.get(name, name))
+                versions[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 versions[name] = "not installed"
     return versions
