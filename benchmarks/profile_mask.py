@@ -7,6 +7,10 @@ into percentiles, with the slowest listed. ``--cprofile OUT`` writes a cProfile 
 
     .venv/bin/python benchmarks/profile_mask.py --limit 300 [--cprofile /tmp/mb.prof] [--gc-freeze]
 
+``--by-miss`` sorts the masks by what they had to build (nothing: a state met before; scans of the
+parser; context walks; lexeme walks over the trie; a new lexer context) and prints each kind's count,
+percentiles and share of the masks over p99: which caches a faster p99 has to spare the masks.
+
 ``--breakdown`` charges the p98-p99.8 masks' time to the recogniser, parser and lexer functions
 (exclusive time, with timers), which is where a p99 regression shows first; ``--band 40 60`` looks at
 the masks around the median instead. It times the interpreted code: where modules are compiled, it
@@ -33,6 +37,7 @@ from banister.compiler import CompiledGrammar
 from banister.grammar.json_schema import json_schema_to_grammar
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.matcher import Matcher
+from banister.parser import lexer
 from banister.parser.recognizer import GrammarAutomaton
 from banister.vocab.named import load_named
 
@@ -58,6 +63,8 @@ def main() -> None:
                          "p99.8 (wraps them with timers: every mask gets slower, compare shares, not totals)")
     ap.add_argument("--band", type=float, nargs=2, default=(98.0, 99.8), metavar=("LO", "HI"),
                     help="the percentiles of the masks --breakdown looks at (default 98 99.8)")
+    ap.add_argument("--by-miss", action="store_true",
+                    help="sort the masks by the caches they missed (states, scans, walks, lexeme walks, contexts)")
     args = ap.parse_args()
     if args.breakdown and _build.compiled_modules():
         # A compiled class's methods cannot be replaced: time the same code interpreted.
@@ -92,6 +99,7 @@ def main() -> None:
     gc.callbacks.append(on_gc)
     prof = cProfile.Profile() if args.cprofile else None
     fe, ga, first, masks, slow, ttfm_by, parts = [], [], [], [], [], [], []
+    misses: list[tuple[int, ...]] = []  # per mask with --by-miss: what it added to each cache
     passing = 0
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     eos = vocab.eos_token_ids[0]
@@ -122,9 +130,12 @@ def main() -> None:
                     prof.enable()
                 excl.clear()
                 calls.clear()
+                before = _cache_sizes(auto, m) if args.by_miss else ()
                 a = clock()
                 m.fill_next_token_bitmask(bitmask)
                 b = clock()
+                if args.by_miss:
+                    misses.append(tuple(y - x for x, y in zip(before, _cache_sizes(auto, m))))
                 if prof and args.only == "masks":
                     prof.disable()
                 if i == 0 and j == 0:
@@ -165,6 +176,8 @@ def main() -> None:
               f" + first mask {t[3] * 1e3:.2f}  {t[4]}")
     for s in sorted(slow, reverse=True)[: args.top]:
         print(f"  {s[0] * 1e3:7.2f} ms  {s[1]} test {s[2]} token {s[3]}")
+    if misses:
+        _print_by_miss(np.asarray(masks) * 1e6, np.asarray(misses))
     if parts:
         lo, hi = np.percentile([p[0] for p in parts], args.band)
         band = [p for p in parts if lo <= p[0] <= hi]
@@ -176,6 +189,37 @@ def main() -> None:
             t = sum(p[1].get(k, 0) for p in band)
             c = sum(p[2].get(k, 0) for p in band)
             print(f"  {k:28s} {t / n * 1e6:7.1f} us {c / n:6.1f} calls")
+
+
+def _cache_sizes(auto: GrammarAutomaton, m: Matcher) -> tuple[int, ...]:
+    """What the caches a mask may fill hold: whether the grammar's state memo lacks the matcher's state,
+    and how many parser scans, context walks, lexeme walks (the vocabulary's) and lexer contexts there are."""
+    return (int(m.state not in auto._state_masks),
+            sum(len(found) for found in auto.parser.scans.values()),
+            len(auto._walks), len(auto._lexeme_walks), len(lexer._context_cache))
+
+
+def _print_by_miss(us: np.ndarray, added: np.ndarray) -> None:
+    """The masks by the most expensive kind of thing each built (see ``--by-miss``)."""
+    new_state, scans, walks, lexeme_walks, contexts = (added[:, 0] < 0, *(added[:, 1:] > 0).T)
+    kinds = {
+        "a state met before": ~new_state,
+        "new state, every cache hit": new_state & ~scans & ~walks & ~lexeme_walks & ~contexts,
+        "new state, scans": new_state & scans & ~walks & ~lexeme_walks & ~contexts,
+        "new state, context walks": new_state & walks & ~lexeme_walks & ~contexts,
+        "new state, lexeme walks": new_state & lexeme_walks & ~contexts,
+        "new state, lexer context": new_state & contexts,
+    }
+    p99 = np.percentile(us, 99)
+    over = us > p99
+    print(f"masks by what they built (p99 {p99:.1f} us; {over.sum()} masks over it):")
+    for name, kind in kinds.items():
+        n = int(kind.sum())
+        if not n:
+            continue
+        print(f"  {name:28s} {n:7d} ({100 * n / us.size:4.1f}%)  p50 {np.percentile(us[kind], 50):7.1f}"
+              f"  p90 {np.percentile(us[kind], 90):7.1f} us  over p99 {int((kind & over).sum()):5d}"
+              f"  per mask: scans {added[kind, 1].mean():.2f}, lexeme walks {added[kind, 3].mean():.2f}")
 
 
 def _wrap_for_breakdown(excl: dict[str, float], calls: dict[str, int]) -> None:

@@ -329,6 +329,17 @@ def test_profile_mask_breakdown_times_the_mask_path():
     assert "recognizer._collect" in out and "walk_tokens" in out
 
 
+def test_profile_mask_by_miss_sorts_every_mask_once():
+    """benchmarks/profile_mask.py --by-miss reads the recogniser's caches by name: it runs, and its
+    kinds of masks count every mask once (the kinds are disjoint and cover them all)."""
+    out = _run_benchmark("profile_mask.py", "--limit", "6", "--by-miss")
+    total = int(out.split(" masks ")[1].split()[0])
+    lines = out.split("masks by what they built")[1].splitlines()[1:]
+    counts = {line[:30].strip(): int(line[30:].split()[0]) for line in lines if line.startswith("  ")}
+    assert "a state met before" in counts
+    assert sum(counts.values()) == total
+
+
 def test_cold_caches_pairs_every_record_flushed_and_not():
     """benchmarks/cold_caches.py times each record in two processes, flushed in one of them: it runs,
     pairs the records both compiled and prints a positive ratio for each phase."""
