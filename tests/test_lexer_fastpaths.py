@@ -411,6 +411,28 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
     assert derived >= 5
 
 
+RUNS = [(0, 25, b'"', b'"'), (3, 7, b'"', b'"'), (40, 190, b'"', b'"'), (5, None, b'"', b'"'), (0, None, b'"', b'"'),
+        (32, 32, b"", b""), (0, 31, b"", b'"'), (2, None, b"", b"")]
+
+
+@pytest.mark.parametrize(("low", "high", "before", "after"), RUNS)
+def test_walks_cut_from_a_run_table_equal_whole_walks(gpt2, low, high, before, after) -> None:
+    """Every state of a counted run (a JSON string's characters between bounds) where a character
+    begins, its walk cut from the vocabulary's table of characters per token, gets the same tokens and
+    crossings as a plain walk of the whole trie; the other states are walked."""
+    from banister.grammar.json_build import _repeat, _run_dfa
+    from banister.grammar.json_text import ANY_CHAR
+    from banister.parser.recognizer import GrammarAutomaton
+
+    pattern = before.decode() + _repeat(ANY_CHAR, low, high) + after.decode()
+    automaton = GrammarAutomaton(Grammar({"s": ((Lexeme(pattern),),)}, "s"), gpt2.vocab)
+    dfa = _run_dfa(low, high, before, after, 10_000)
+    cut = [state for state in range(1, dfa.n_states) if automaton._walk_from_run(dfa, state) is not None]
+    assert len(cut) == (high if high is not None else low) + 1  # every layer's start, the top included
+    for state in cut:
+        _assert_whole_walk(automaton, dfa, state, automaton._walk_from_run(dfa, state))
+
+
 def _assert_whole_walk(automaton, dfa, state: int, got) -> None:
     """``got`` (tokens, crossing nodes) is what a plain walk of the whole trie from ``state`` finds."""
     from banister.automaton import _WHOLE_TRIE, walk_tokens

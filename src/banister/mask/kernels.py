@@ -101,6 +101,60 @@ def token_walk(
     return n_cross
 
 
+@njit(cache=True, nogil=True)
+def run_walk(
+    transitions: np.ndarray,
+    accepting: np.ndarray,
+    loop: int,
+    closing: int,
+    node_byte: np.ndarray,
+    node_depth: np.ndarray,
+    node_skip: np.ndarray,
+    token_start: np.ndarray,
+    token_ids: np.ndarray,
+    max_depth: int,
+    token_units: np.ndarray,
+    token_closes: np.ndarray,
+    cross_nodes: np.ndarray,
+    cross_units: np.ndarray,
+) -> int:
+    """Walk the whole trie through the DFA of an unbounded run of units, counting units on the way.
+
+    ``loop`` is the state where a unit starts, the start, entered again only when a unit ends; states
+    from ``closing`` on have read into the run's closing bytes. For every token left alive,
+    ``token_units`` gets the units it needs (those it completes, plus the one it stops inside) and
+    ``token_closes`` whether it read closing bytes (then its units are those before them); the other
+    tokens are left as they were. Every visited node whose state is ``accepting`` and that has children
+    is a crossing, written to ``cross_nodes`` with its units to ``cross_units`` (room for every node).
+    Returns the number of crossings.
+    """
+    stack = np.empty(max_depth + 1, dtype=np.int32)
+    units = np.zeros(max_depth + 1, dtype=np.int32)
+    stack[0] = loop
+    n_cross = 0
+    i = 0
+    stop = node_byte.shape[0]
+    while i < stop:
+        d = node_depth[i]
+        s = transitions[stack[d - 1], node_byte[i]]
+        if s == 0:
+            i = node_skip[i]
+            continue
+        stack[d] = s
+        u = units[d - 1] + (1 if s == loop else 0)
+        units[d] = u
+        need = u if s == loop or s >= closing else u + 1
+        for t in range(token_start[i], token_start[i + 1]):
+            token_units[token_ids[t]] = need
+            token_closes[token_ids[t]] = s >= closing
+        if accepting[s] and node_skip[i] > i + 1:
+            cross_nodes[n_cross] = i
+            cross_units[n_cross] = u
+            n_cross += 1
+        i += 1
+    return n_cross
+
+
 def warm_up() -> None:
     """Load (or compile) the kernels now rather than on the first mask of the process.
 
@@ -116,3 +170,6 @@ def warm_up() -> None:
                    empty_i32, empty_i32, empty_i32, np.zeros(1, dtype=np.int32), empty_i32, 0,
                    np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32),
                    np.zeros(1, dtype=np.int64), False)
+        run_walk(np.zeros((2, 256), dtype=table_type), accepting, 1, 2, np.zeros(0, dtype=np.uint8), empty_i32,
+                 empty_i32, np.zeros(1, dtype=np.int32), empty_i32, 0, empty_i32,
+                 np.zeros(0, dtype=np.bool_), empty_i32, empty_i32)

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,18 +50,23 @@ class LexemeDFA:
     whose DFA was dropped from the bounded cache (:func:`lexeme_dfa`) may be built again another way
     (an offered builder gone, the regex compiler instead), the same language with its states numbered
     otherwise, while contexts built with the first DFA live on.
+
+    ``run`` is how :meth:`counted` laid out the states, else None: a trie walk from the start of one
+    of its layers is then the vocabulary's table of units per token, cut at the bounds (see
+    ``GrammarAutomaton._walk_from_run``), not a walk of its own.
     """
 
-    __slots__ = ("accepting", "n_states", "serial", "shares", "start", "transitions")
+    __slots__ = ("accepting", "n_states", "run", "serial", "shares", "start", "transitions")
 
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, *,
-                 shares: tuple[LexemeDFA, int] | None = None) -> None:
+                 shares: tuple[LexemeDFA, int] | None = None, run: Run | None = None) -> None:
         """A DFA given as its arrays (complete rows, dead state 0)."""
         self.transitions = np.ascontiguousarray(transitions, dtype=table_dtype(transitions.shape[0]))
         self.accepting = np.asarray(accepting, dtype=np.bool_)
         self.start = int(start)
         self.n_states = int(self.transitions.shape[0])
         self.shares = shares
+        self.run = run
         self.serial = next(_dfa_serials)
 
     @classmethod
@@ -145,7 +150,8 @@ class LexemeDFA:
             accepting[n - 1] = True
         else:
             accepting[complete] = True
-        return cls(table, accepting, 1 if before else base)
+        run = Run(unit, low, high, base, width, after) if layers else None
+        return cls(table, accepting, 1 if before else base, run=run)
 
     @staticmethod
     def counted_states(unit: LexemeDFA, low: int, high: int | None, before: bytes = b"", after: bytes = b"") -> int:
@@ -156,6 +162,25 @@ class LexemeDFA:
 
     def is_accepting(self, state: int) -> bool:
         return bool(self.accepting[state])
+
+
+class Run(NamedTuple):
+    """The layout of a :meth:`LexemeDFA.counted` DFA: ``low`` to ``high`` (None: no bound) texts of
+    ``unit``, then ``after``; the state where ``k`` units have been read and the next begins is
+    ``base + k * width`` (with no bound, ``k`` stops at ``low``, which loops)."""
+
+    unit: LexemeDFA
+    low: int
+    high: int | None
+    base: int
+    width: int
+    after: bytes
+
+    def units_read(self, state: int) -> int | None:
+        """How many units have been read at ``state`` when it is where one begins, else None."""
+        k, offset = divmod(state - self.base, self.width)
+        last = self.high if self.high is not None else self.low
+        return k if offset == 0 and 0 <= k <= last and state >= self.base else None
 
 
 def prefix_trie(texts: Iterable[bytes]) -> tuple[dict[bytes, int], list[int], list[int]]:

@@ -30,6 +30,7 @@ from banister.automaton import _WHOLE_TRIE, walk_tokens
 from banister.errors import GrammarError
 from banister.grammar.ir import Grammar
 from banister.mask.bitmask import bitmask_words
+from banister.mask.kernels import run_walk
 from banister.parser.earley import _MISSING, EarleyParser, EarleyTables, ParseState
 from banister.parser.lexer import LexemeDFA, LexerContext, lexeme_is_empty, lexer_context
 from banister.regex import DEAD
@@ -78,7 +79,7 @@ class GrammarAutomaton:
         self._lexeme_id = {p: i for i, p in enumerate(self._patterns)}
         self._contexts: dict[frozenset[int], LexerContext] = {}
         self._accepts: dict[tuple[int, int], frozenset[int]] = {}
-        self._walks, self._lexeme_walks, self._first_bytes = _walk_caches(vocab)
+        self._walks, self._lexeme_walks, self._first_bytes, self._runs = _walk_caches(vocab)
         self._state_masks: dict[GrammarState, tuple[tuple, bool]] = {}  # see _sets and fill_mask
         self._merged_bytes = 0  # held by merged token sets (see fill_mask)
         self._words = bitmask_words(vocab.vocab_size)
@@ -369,9 +370,10 @@ class GrammarAutomaton:
         if hit is None:
             if dfa.shares is not None and state < dfa.shares[1]:  # another lexeme's state: its walk
                 hit = self._lexeme_walk(dfa.shares[0], state, roots, roots_key)
-            else:
-                derive = roots is _WHOLE_TRIE and dfa.n_states > _LOOP_MIN_STATES
-                hit = self._walk_from_loop(dfa, state) if derive else None
+            elif roots is _WHOLE_TRIE:
+                hit = self._walk_from_run(dfa, state) if dfa.run is not None else None
+                if hit is None and dfa.n_states > _LOOP_MIN_STATES:
+                    hit = self._walk_from_loop(dfa, state)
             if hit is None:
                 scratch = _scratch(self._words)
                 try:
@@ -384,6 +386,26 @@ class GrammarAutomaton:
             _make_room(self._lexeme_walks, MAX_CACHED_WALKS)
             self._lexeme_walks[key] = hit
         return hit
+
+    def _walk_from_run(self, dfa: LexemeDFA, state: int) -> tuple[Tokens, np.ndarray] | None:
+        """The whole-trie walk of ``state`` of a counted run (a string of at most 30 characters, say)
+        cut from the vocabulary's table of units per token, or None when ``state`` is not where a unit
+        begins.
+
+        Each layer of a run is a state of its own, and each walked the whole trie (half a millisecond
+        on GPT-2's vocabulary, for every token of a string value a document generates); but with ``k``
+        units read, a token is kept exactly when the units it needs leave it inside the bound, or when
+        it closes the run within both bounds, and it crosses where it closes within them."""
+        run = dfa.run
+        assert run is not None
+        k = run.units_read(state)
+        if k is None:
+            return None
+        table = self._runs.get((run.unit.serial, run.after))
+        if table is None:
+            table = self._runs[run.unit.serial, run.after] = _RunTable(self.vocab, run.unit, run.after)
+        room = None if run.high is None else run.high - k
+        return table.cut(max(run.low - k, 0), room, _scratch(self._words))
 
     def _walk_from_loop(self, dfa: LexemeDFA, state: int) -> tuple[Tokens, np.ndarray] | None:
         """The whole-trie walk of ``state`` derived from that of a looping state that reads most bytes
@@ -716,17 +738,73 @@ def _clear(out: np.ndarray, tokens: tuple[np.ndarray | None, np.ndarray]) -> Non
         out[index] &= ~words
 
 
-_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes]
+class _RunTable:
+    """A vocabulary's tokens by the units of a counted run they need (see ``_walk_from_run``), for one
+    unit and closing bytes: one walk of the trie through the run without bounds.
+
+    ``inside[r]`` holds the tokens that stay inside the run needing at most ``r`` units, ``closing[c]``
+    those that close it after at most ``c`` (both cumulative, a bitmask per count); ``cross_nodes``
+    are where the run can end with more bytes below, ``cross_units`` their units."""
+
+    def __init__(self, vocab: Vocabulary, unit: LexemeDFA, after: bytes) -> None:
+        free = LexemeDFA.counted(unit, 0, None, b"", after)
+        assert free.run is not None
+        trie = vocab.trie
+        n_words = bitmask_words(vocab.vocab_size)
+        units = np.full(n_words * 32, -1, dtype=np.int32)
+        closes = np.zeros(n_words * 32, dtype=np.bool_)
+        nodes = np.empty(trie.byte.shape[0], dtype=np.int32)
+        node_units = np.empty(trie.byte.shape[0], dtype=np.int32)
+        n = run_walk(free.transitions, free.accepting, free.run.base, free.run.base + free.run.width, trie.byte,
+                     trie.depth, trie.skip, trie.token_start, trie.token_ids, trie.max_depth, units, closes,
+                     nodes, node_units)
+        self.cross_nodes = nodes[:n].copy()
+        self.cross_units = node_units[:n].copy()
+        alive = units >= 0
+        self.inside = _by_count(units, alive & ~closes, n_words)
+        self.closing = _by_count(units, alive & closes, n_words)
+
+    def cut(self, low: int, high: int | None, scratch: np.ndarray) -> tuple[Tokens, np.ndarray]:
+        """The walk of a layer start with ``low`` to ``high`` (None: any number) units still to come
+        before the run may close, given an all-zero ``scratch`` to assemble its tokens in."""
+        last = self.inside.shape[0] - 1
+        if last >= 0:
+            scratch |= self.inside[last if high is None else min(high, last)]
+        last = self.closing.shape[0] - 1
+        top = last if high is None else min(high, last)
+        if low <= top:
+            if low:
+                scratch |= self.closing[top] & ~self.closing[low - 1]
+            else:
+                scratch |= self.closing[top]
+        units = self.cross_units
+        keep = units >= low if high is None else (units >= low) & (units <= high)
+        return _take(scratch), self.cross_nodes[keep]
+
+
+def _by_count(counts: np.ndarray, selected: np.ndarray, n_words: int) -> np.ndarray:
+    """Row ``c``: the bitmask of the ``selected`` tokens whose count is at most ``c`` (rows up to the
+    largest count)."""
+    tokens = np.flatnonzero(selected)
+    found = counts[tokens]
+    rows = np.zeros((int(found.max()) + 1 if found.size else 0, n_words), dtype=np.uint32)
+    np.bitwise_or.at(rows, (found, tokens >> 5), np.left_shift(1, tokens & 31).astype(np.uint32))
+    np.bitwise_or.accumulate(rows, axis=0, out=rows)
+    return rows
+
+
+_WalkCaches = tuple[dict[tuple, _Walk], dict[tuple[int, int, bytes], tuple[Tokens, np.ndarray]], _FirstBytes,
+                    dict[tuple[int, bytes], _RunTable]]
 _vocab_caches: weakref.WeakKeyDictionary[Vocabulary, _WalkCaches] = weakref.WeakKeyDictionary()
 _vocab_caches_lock = threading.Lock()
 
 
 def _walk_caches(vocab: Vocabulary) -> _WalkCaches:
     """The walks of one vocabulary, shared by all its grammars (lexemes and contexts recur across
-    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), and the trie by
-    first byte."""
+    schemas): context walks by key, lexeme walks by (DFA serial, DFA state, roots), the trie by
+    first byte, and the tables of counted runs by (unit serial, closing bytes)."""
     with _vocab_caches_lock:
         caches = _vocab_caches.get(vocab)
         if caches is None:
-            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab))
+            caches = _vocab_caches[vocab] = ({}, {}, _FirstBytes(vocab), {})
         return caches
