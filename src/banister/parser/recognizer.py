@@ -744,7 +744,8 @@ class _RunTable:
 
     ``inside[r]`` holds the tokens that stay inside the run needing at most ``r`` units, ``closing[c]``
     those that close it after at most ``c`` (both cumulative, a bitmask per count); ``cross_nodes``
-    are where the run can end with more bytes below, ``cross_units`` their units."""
+    are where the run can end with more bytes below (read-only: a cut that keeps them all shares them),
+    ``cross_units`` their units."""
 
     def __init__(self, vocab: Vocabulary, unit: LexemeDFA, after: bytes) -> None:
         free = LexemeDFA.counted(unit, 0, None, b"", after)
@@ -759,7 +760,14 @@ class _RunTable:
                      trie.depth, trie.skip, trie.token_start, trie.token_ids, trie.max_depth, units, closes,
                      nodes, node_units)
         self.cross_nodes = nodes[:n].copy()
+        self.cross_nodes.setflags(write=False)
         self.cross_units = node_units[:n].copy()
+        self._fewest = int(self.cross_units.min()) if n else 0
+        self._most = int(self.cross_units.max()) if n else 0
+        order = np.argsort(self.cross_units, kind="stable")  # by count, nodes ascending within one
+        self._by_units = self.cross_nodes[order]
+        self._by_units.setflags(write=False)
+        self._starts = np.searchsorted(self.cross_units[order], np.arange(self._most + 2)).tolist()
         alive = units >= 0
         self.inside = _by_count(units, alive & ~closes, n_words)
         self.closing = _by_count(units, alive & closes, n_words)
@@ -777,6 +785,11 @@ class _RunTable:
                 scratch |= self.closing[top] & ~self.closing[low - 1]
             else:
                 scratch |= self.closing[top]
+        if low <= self._fewest and (high is None or high >= self._most):  # every crossing: shared, not cut
+            return _take(scratch), self.cross_nodes
+        if low == high:  # one count (a block of a long string): a run of the crossings sorted by count
+            found = self._by_units[self._starts[min(low, self._most + 1)] : self._starts[min(low + 1, self._most + 1)]]
+            return _take(scratch), found
         units = self.cross_units
         keep = units >= low if high is None else (units >= low) & (units <= high)
         return _take(scratch), self.cross_nodes[keep]
