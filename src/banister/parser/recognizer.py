@@ -744,8 +744,9 @@ class _RunTable:
 
     ``inside[r]`` holds the tokens that stay inside the run needing at most ``r`` units, ``closing[c]``
     those that close it after at most ``c`` (both cumulative, a bitmask per count); ``cross_nodes``
-    are where the run can end with more bytes below (read-only: a cut that keeps them all shares them),
-    ``cross_units`` their units."""
+    are where the run can end with more bytes below (a cut that keeps them all shares them, as cuts to
+    one count share runs of ``_by_units``: walks' crossings are only read, and left writable, since
+    numba compiles its kernels again for a read-only array), ``cross_units`` their units."""
 
     def __init__(self, vocab: Vocabulary, unit: LexemeDFA, after: bytes) -> None:
         free = LexemeDFA.counted(unit, 0, None, b"", after)
@@ -760,13 +761,11 @@ class _RunTable:
                      trie.depth, trie.skip, trie.token_start, trie.token_ids, trie.max_depth, units, closes,
                      nodes, node_units)
         self.cross_nodes = nodes[:n].copy()
-        self.cross_nodes.setflags(write=False)
         self.cross_units = node_units[:n].copy()
         self._fewest = int(self.cross_units.min()) if n else 0
         self._most = int(self.cross_units.max()) if n else 0
         order = np.argsort(self.cross_units, kind="stable")  # by count, nodes ascending within one
         self._by_units = self.cross_nodes[order]
-        self._by_units.setflags(write=False)
         self._starts = np.searchsorted(self.cross_units[order], np.arange(self._most + 2)).tolist()
         alive = units >= 0
         self.inside = _by_count(units, alive & ~closes, n_words)
