@@ -401,9 +401,10 @@ class GrammarAutomaton:
         k = run.units_read(state)
         if k is None:
             return None
-        table = self._runs.get((run.unit.serial, run.after))
+        key = (run.unit.serial, run.after)
+        table = self._runs.get(key)
         if table is None:
-            table = self._runs[run.unit.serial, run.after] = _RunTable(self.vocab, run.unit, run.after)
+            table = self._runs[key] = _RunTable(self.vocab, run.unit, run.after)
         room = None if run.high is None else run.high - k
         return table.cut(max(run.low - k, 0), room, _scratch(self._words))
 
