@@ -176,6 +176,33 @@ def test_maskbench_in_workers_stops_on_a_kill_and_prints_what_they_hold(tmp_path
     assert [f.read_bytes() for f in files] == before
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_maskbench_with_a_checkpoint_stops_cleanly_when_started_in_the_background(tmp_path, stop):
+    """A one-process run started in the background (``&`` in a script: SIGINT ignored) still stops
+    cleanly on SIGINT, and on a kill (SIGTERM): it keeps what it timed and prints those records' table."""
+    if not MASKBENCH_DEV.exists():
+        pytest.skip("MaskBench data not present")
+    checkpoint, out = tmp_path / "run.jsonl", tmp_path / "out.json"
+    run = subprocess.Popen([sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", str(MASKBENCH_DEV),
+                            "--tokenizer", "gpt2", "--engines", "banister", "--sample", "2000", "--no-extras",
+                            "--checkpoint", str(checkpoint), "--json", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 240
+        while (not checkpoint.exists() or len(checkpoint.read_text().splitlines()) < 1 + 3) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        run.send_signal(stop)
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()  # (a run that did not stop would time its 2,000 records)
+    assert run.returncode == 0, stderr[-2000:]
+    held = len(checkpoint.read_text().splitlines()) - 1
+    report = json.loads(out.read_text())
+    assert not report["complete"] and 3 <= report["engines"][0]["schemas"] == held < 2000
+    assert f"stopped after {held} of 2000 records" in stdout
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--jobs", "0", "must be a whole number of at least 1"), ("--jobs", "two", "must be a whole number of at least 1"),
     ("--shard", "3/2", "expected K/N with 1 <= K <= N"), ("--shard", "1", "expected K/N with 1 <= K <= N")])

@@ -27,6 +27,7 @@ machine, longer than one sitting; :func:`run_in_workers` spreads the records ove
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import hashlib
@@ -38,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from array import array
@@ -674,8 +676,9 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
                 run_settings = shard_settings(run_settings, records, shard)
             kept = Checkpoint(checkpoint, run_settings) if checkpoint else None
             named, engines = _engines(tokenizer, engine_names)
-            tallies = run(records, engines, named.encode, named.vocab, extras=extras and shard is None,
-                          checkpoint=kept, by_split=by_split, progress=shard is None)
+            with _stopping_cleanly() if kept else contextlib.nullcontext():
+                tallies = run(records, engines, named.encode, named.vocab, extras=extras and shard is None,
+                              checkpoint=kept, by_split=by_split, progress=shard is None)
             held, sittings = (kept.held, kept.sittings) if kept else (len(records), 1)
     finally:
         gc.set_threshold(*previous)
@@ -754,17 +757,16 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
                    for (k, n), path in zip(shards, paths)]
         held_now = _RecordsHeld(paths)
         started, resumed_at, interrupted = time.perf_counter(), held_now(), False
-        terminate = signal.signal(signal.SIGTERM, _stop)  # a kill stops the workers too, as Ctrl-C does
         try:
-            while any(w.poll() is None for w in workers):
-                _progress("timed", held_now(), len(records), started, resumed_at=resumed_at)
-                time.sleep(1.0)
+            with _stopping_cleanly():  # a kill stops the workers too, as Ctrl-C does
+                while any(w.poll() is None for w in workers):
+                    _progress("timed", held_now(), len(records), started, resumed_at=resumed_at)
+                    time.sleep(1.0)
         except KeyboardInterrupt:
             interrupted = True
             for worker in workers:
                 worker.send_signal(signal.SIGINT)
         finally:
-            signal.signal(signal.SIGTERM, terminate)
             for worker in workers:
                 worker.wait()
             print(file=sys.stderr)
@@ -796,8 +798,24 @@ def read_checkpoints(records: list[dict[str, Any]], settings: dict[str, Any], pa
     return tallies, held, sittings
 
 
+@contextlib.contextmanager
+def _stopping_cleanly() -> Iterator[None]:
+    """SIGTERM and SIGINT raise KeyboardInterrupt for the duration, as Ctrl-C does in a terminal, so that a
+    run with a checkpoint stops cleanly however it is stopped: by a kill, or by SIGINT where a start in
+    the background (``&`` in a script) left SIGINT ignored."""
+    if threading.current_thread() is not threading.main_thread():  # (only the main thread takes signals)
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _stop), signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+
+
 def _stop(signum: int, frame: object) -> None:
-    """SIGTERM taken as Ctrl-C, so that a run spread over workers stops them and prints what they hold."""
+    """SIGTERM taken as Ctrl-C (see :func:`_stopping_cleanly`)."""
     raise KeyboardInterrupt
 
 
