@@ -340,6 +340,16 @@ def test_profile_mask_by_miss_sorts_every_mask_once():
     assert sum(counts.values()) == total
 
 
+def test_profile_mask_serve_compiles_through_a_caching_compiler():
+    """benchmarks/profile_mask.py --serve (a Compiler keeping its grammars, the heap settled) runs the
+    same matchers: the same records pass as without it, and the collector's line says what it cost."""
+    records = ("--sample", "6", "--seed", "4")
+    plain = _run_benchmark("profile_mask.py", *records).splitlines()[0]
+    served = _run_benchmark("profile_mask.py", *records, "--serve")
+    assert served.splitlines()[0].split(" total ")[0] == plain.split(" total ")[0]  # "records 6 passing N"
+    assert "masks had a collection inside" in served
+
+
 def test_cold_caches_pairs_every_record_flushed_and_not():
     """benchmarks/cold_caches.py times each record in two processes, flushed in one of them: it runs,
     pairs the records both compiled and prints a positive ratio for each phase."""
