@@ -140,23 +140,36 @@ def test_maskbench_in_workers_times_each_record_once_and_merges_them(tmp_path):
     assert "timed by 2 single-threaded worker processes" in done.stdout
 
 
+def _stopped_maskbench(files: list, lines: int, stop: int, *args: str, ignoring_sigint: bool = False
+                       ) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `bench maskbench` over 2,000 GPT-2 records, banister alone, with
+    ``args``, sent ``stop`` once its checkpoint ``files`` hold ``lines`` lines in all (started with SIGINT
+    ignored, as ``&`` in a script starts it, if ``ignoring_sigint``)."""
+    run = subprocess.Popen([sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", str(MASKBENCH_DEV),
+                            "--tokenizer", "gpt2", "--engines", "banister", "--sample", "2000", "--no-extras", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignoring_sigint else None)
+    try:
+        deadline = time.monotonic() + 240
+        while sum(len(f.read_text().splitlines()) for f in files if f.exists()) < lines and time.monotonic() < deadline:
+            time.sleep(0.5)
+        run.send_signal(stop)
+        stdout, stderr = run.communicate(timeout=240)
+    finally:
+        run.kill()  # (a run that did not stop would time its 2,000 records)
+    return run.returncode, stdout, stderr
+
+
 def test_maskbench_in_workers_stops_on_a_kill_and_prints_what_they_hold(tmp_path):
     """SIGTERM to a `--jobs 2` run stops its workers (each keeps what it timed) and prints the table of
     the records their checkpoints hold."""
     if not MASKBENCH_DEV.exists():
         pytest.skip("MaskBench data not present")
     checkpoint, out = tmp_path / "run.jsonl", tmp_path / "out.json"
-    run = subprocess.Popen([sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", str(MASKBENCH_DEV),
-                            "--tokenizer", "gpt2", "--engines", "banister", "--sample", "2000", "--no-extras",
-                            "--jobs", "2", "--checkpoint", str(checkpoint), "--json", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     files = [tmp_path / f"run.jsonl.{k}-of-2" for k in (1, 2)]
-    deadline = time.monotonic() + 240
-    while sum(len(f.read_text().splitlines()) for f in files if f.exists()) < 2 + 4 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    run.send_signal(signal.SIGTERM)
-    stdout, stderr = run.communicate(timeout=240)
-    assert run.returncode == 0, stderr[-2000:]
+    returncode, stdout, stderr = _stopped_maskbench(files, 2 + 4, signal.SIGTERM, "--jobs", "2", "--checkpoint",
+                                                    str(checkpoint), "--json", str(out))
+    assert returncode == 0, stderr[-2000:]
     held = sum(len(f.read_text().splitlines()) - 1 for f in files)
     report = json.loads(out.read_text())
     assert not report["complete"] and 4 <= report["engines"][0]["schemas"] == held < 2000
@@ -183,20 +196,9 @@ def test_maskbench_with_a_checkpoint_stops_cleanly_when_started_in_the_backgroun
     if not MASKBENCH_DEV.exists():
         pytest.skip("MaskBench data not present")
     checkpoint, out = tmp_path / "run.jsonl", tmp_path / "out.json"
-    run = subprocess.Popen([sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", str(MASKBENCH_DEV),
-                            "--tokenizer", "gpt2", "--engines", "banister", "--sample", "2000", "--no-extras",
-                            "--checkpoint", str(checkpoint), "--json", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    try:
-        deadline = time.monotonic() + 240
-        while (not checkpoint.exists() or len(checkpoint.read_text().splitlines()) < 1 + 3) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        run.send_signal(stop)
-        stdout, stderr = run.communicate(timeout=120)
-    finally:
-        run.kill()  # (a run that did not stop would time its 2,000 records)
-    assert run.returncode == 0, stderr[-2000:]
+    returncode, stdout, stderr = _stopped_maskbench([checkpoint], 1 + 3, stop, "--checkpoint", str(checkpoint),
+                                                    "--json", str(out), ignoring_sigint=True)
+    assert returncode == 0, stderr[-2000:]
     held = len(checkpoint.read_text().splitlines()) - 1
     report = json.loads(out.read_text())
     assert not report["complete"] and 3 <= report["engines"][0]["schemas"] == held < 2000
