@@ -1,11 +1,13 @@
 """The garbage-collector settings of a long-running process (banister.collector)."""
 
 import gc
+import weakref
 
 import pytest
 
 from banister.cli import build_parser
-from banister.collector import GEN0_THRESHOLD, whole_number_arg, settle_heap
+from banister.collector import GEN0_THRESHOLD, THAW_EVERY, count_arg, restore_heap, settle_heap, whole_number_arg
+from banister.compiler import Compiler
 
 
 def test_settle_heap_freezes_the_live_heap_and_raises_the_young_threshold():
@@ -16,16 +18,59 @@ def test_settle_heap_freezes_the_live_heap_and_raises_the_young_threshold():
         assert gc.get_freeze_count() > 0
         assert gc.get_count()[0] < 100  # nothing young left over: the collection ran, then the freeze
     finally:
-        gc.set_threshold(*previous)
-        gc.unfreeze()
+        restore_heap(previous, unfreeze=True)
+    assert gc.get_threshold() == previous and gc.get_freeze_count() == 0
 
 
-@pytest.mark.parametrize("bad", [0, -5])
+class _Cycle:
+    """Garbage only the collector frees: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _tracked(obj: object) -> bool:
+    """Whether the collector's generations hold ``obj`` (frozen objects are in none of them)."""
+    return any(found is obj for found in gc.get_objects())
+
+
+def test_a_settled_heap_freezes_what_each_compile_leaves_and_thaws_every_few_compiles(gpt2):
+    compiler = Compiler(gpt2.vocab, cache_size=0)
+    previous = settle_heap(thaw_every=2)
+    try:
+        cycle = _Cycle()
+        alive = weakref.ref(cycle)
+        first = compiler.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+        assert not _tracked(first.automaton) and not _tracked(first.automaton.parser)  # frozen with the heap
+        del cycle
+        gc.collect()
+        assert alive() is not None  # cyclic garbage that was alive at a freeze waits for the thaw...
+        second = compiler.regex("[a-z]+")
+        assert alive() is None  # ...which the second compile made: unfrozen, collected, frozen again
+        assert not _tracked(second.automaton) and not _tracked(first.automaton)
+    finally:
+        restore_heap(previous, unfreeze=True)
+    third = compiler.regex("[0-9]+")
+    assert _tracked(third.automaton) and gc.get_freeze_count() == 0  # restored: compiles no longer frozen
+
+
+def test_thaw_every_zero_leaves_compiles_to_the_collector(gpt2):
+    compiler = Compiler(gpt2.vocab, cache_size=0)
+    previous = settle_heap(thaw_every=0)
+    try:
+        frozen = gc.get_freeze_count()
+        compiled = compiler.regex("[a-z]+")
+        assert _tracked(compiled.automaton) and gc.get_freeze_count() == frozen
+    finally:
+        restore_heap(previous, unfreeze=True)
+
+
+@pytest.mark.parametrize("bad", [{"gen0_threshold": 0}, {"gen0_threshold": -5}, {"thaw_every": -1}])
 def test_settle_heap_refuses_a_threshold_that_would_stop_collection(bad):
     previous = gc.get_threshold()
-    with pytest.raises(ValueError, match="gen0_threshold"):
-        settle_heap(bad)
-    assert gc.get_threshold() == previous
+    with pytest.raises(ValueError, match="gen0_threshold must be at least 1 and thaw_every at least 0"):
+        settle_heap(**bad)
+    assert gc.get_threshold() == previous and gc.get_freeze_count() == 0
 
 
 def test_the_command_line_option_takes_a_positive_whole_number():
@@ -38,3 +83,8 @@ def test_the_command_line_option_takes_a_positive_whole_number():
     assert parser.parse_args(["bench", "maskbench", "--data", "x", "--gc-threshold", "700"]).gc_threshold == 700
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "--gc-threshold", "0"])
+    assert count_arg("0") == 0
+    with pytest.raises(Exception, match="at least 0"):
+        count_arg("-1")
+    assert parser.parse_args(["serve"]).gc_thaw_every == THAW_EVERY
+    assert parser.parse_args(["bench", "maskbench", "--data", "x", "--gc-thaw-every", "0"]).gc_thaw_every == 0

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from banister import __version__, _build
-from banister.collector import add_gc_threshold_option, whole_number_arg
+from banister.collector import add_gc_options, whole_number_arg
 from banister.compiler import Compiler
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
@@ -91,7 +91,7 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
 
     return main_maskbench(args.data, args.tokenizer, args.engines.split(","), limit=args.limit, split=args.split,
                           json_out=args.json, show_failures=args.show_failures, sample=args.sample, seed=args.seed,
-                          extras=not args.no_extras, gc_threshold=args.gc_threshold,
+                          extras=not args.no_extras, gc_threshold=args.gc_threshold, gc_thaw_every=args.gc_thaw_every,
                           checkpoint=args.checkpoint, by_split=args.by_split, jobs=args.jobs, shard=args.shard,
                           report=args.report)
 
@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     mb.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     mb.add_argument("--show-failures", type=int, default=5, help="failures listed per engine (default 5)")
-    add_gc_threshold_option(mb, how=", as `banister serve` runs")
+    add_gc_options(mb, how=", as `banister serve` runs")
     mb.add_argument("--no-extras", action="store_true",
                     help="skip banister's untimed extras: jump-forward share and memory per compiled grammar")
     mb.add_argument("--checkpoint", metavar="FILE",

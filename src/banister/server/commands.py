@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from banister.collector import add_gc_threshold_option
+from banister.collector import add_gc_options
 from banister.server.settings import ServerSettings
 
 _DEFAULTS = ServerSettings()
@@ -27,7 +27,7 @@ def add_commands(subparsers: Any) -> None:
     serve.add_argument("--max-batch-size", type=int, default=8, help="sequences decoded together (default 8)")
     serve.add_argument("--threads", type=int, metavar="N",
                        help="CPU threads for the model (default: torch's choice; 1 is often fastest on a busy machine)")
-    add_gc_threshold_option(serve)
+    add_gc_options(serve)
     serve.add_argument("--max-queue", type=int, default=_DEFAULTS.max_queue,
                        help=f"requests that may wait beyond the batch; more get 429 (default {_DEFAULTS.max_queue})")
     serve.add_argument("--request-timeout", type=float, default=_DEFAULTS.request_timeout,
@@ -79,7 +79,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if settings.api_key is None and not _is_loopback(args.host):
         print(f"warning: serving on {args.host} without --api-key: anyone who can reach it can use it",
               file=sys.stderr)
-    engine = load_engine(args.model, threads=args.threads, gc_threshold=args.gc_threshold)
+    engine = load_engine(args.model, threads=args.threads, gc_threshold=args.gc_threshold,
+                         gc_thaw_every=args.gc_thaw_every)
     engine.max_batch_size = args.max_batch_size
     uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
