@@ -632,17 +632,18 @@ def _cell(value: Any) -> str:
 def main_maskbench(data: str, tokenizer: str, engine_names: list[str], *, limit: int | None, split: str | None,
                    json_out: str | None, show_failures: int, sample: int | None = None, seed: int = 0,
                    extras: bool = True, gc_threshold: int = GEN0_THRESHOLD, gc_thaw_every: int = THAW_EVERY,
-                   checkpoint: str | None = None, by_split: bool = False, jobs: int = 1, shard: tuple[int, int] | None = None,
-                   report: bool = False) -> int:
+                   checkpoint: str | None = None, by_split: bool = False, jobs: int = 1,
+                   shard: tuple[int, int] | None = None, report: bool = False) -> int:
     """The `banister bench maskbench` command. The heap is settled as `banister serve` settles it
-    (:func:`banister.collector.settle_heap` with ``gc_threshold`` and ``gc_thaw_every``); after the run its
-    thresholds are restored, compiles no longer frozen, and the heap unfrozen unless it was frozen before. With ``checkpoint`` (a file), the run goes on
-    from the records the file holds (:class:`Checkpoint`); with ``by_split``, one more line per split
-    (:func:`format_splits`). With ``jobs`` above 1 the records are timed by that many worker processes
-    (:func:`run_in_workers`); a worker is this command with ``shard`` ``(k, n)``: every n-th record from
-    the k-th (from 1), no progress bar and no extras. With ``report``, nothing is timed: the table is that of
-    the records the checkpoint (or, with ``jobs``, the workers' checkpoints) holds, read as a run that is
-    still going may be writing it."""
+    (:func:`banister.collector.settle_heap` with ``gc_threshold`` and ``gc_thaw_every``); after the run
+    its thresholds are restored, compiles no longer frozen, and the heap unfrozen unless it was frozen
+    before. With ``checkpoint`` (a file), the run goes on from the records the file holds
+    (:class:`Checkpoint`); with ``by_split``, one more line per split (:func:`format_splits`). With
+    ``jobs`` above 1 the records are timed by that many worker processes (:func:`run_in_workers`); a
+    worker is this command with ``shard`` ``(k, n)``: every n-th record from the k-th (from 1), no
+    progress bar and no extras. With ``report``, nothing is timed: the table is that of the records the
+    checkpoint (or, with ``jobs``, the workers' checkpoints) holds, read as a run that is still going may
+    be writing it."""
     if jobs < 1 or (jobs > 1 and shard is not None):
         raise ValueError(f"jobs must be at least 1, and 1 for a worker's shard (jobs {jobs}, shard {shard})")
     if report and (checkpoint is None or shard is not None):
