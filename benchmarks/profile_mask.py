@@ -17,9 +17,9 @@ the masks around the median instead. It times the interpreted code: where module
 runs itself again with ``BANISTER_INTERPRETED=1``.
 
 ``--serve`` runs as ``banister serve`` does: the start-up heap settled (frozen, young collections every
-50,000 objects, what each compile leaves frozen too, thawed every ``--gc-thaw-every`` compiles) and every
-schema compiled by one ``Compiler`` that keeps its last 256 grammars, so the garbage collector meets
-what a server holds (docs/performance.md, "Garbage collection").
+``--gc-threshold`` objects, what each compile leaves frozen too, thawed every ``--gc-thaw-every``
+compiles) and every schema compiled by one ``Compiler`` that keeps its last 256 grammars, so the
+garbage collector meets what a server holds (docs/performance.md, "Garbage collection").
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 
 from banister import _build
 from banister.bench.maskbench import instance_text, read_records
-from banister.collector import THAW_EVERY, count_arg, gc_paused, settle_heap
+from banister.collector import add_gc_options, gc_paused, settle_heap
 from banister.compiler import CompiledGrammar, Compiler
 from banister.grammar.json_schema import json_schema_to_grammar
 from banister.mask.bitmask import allocate_token_bitmask
@@ -73,9 +73,7 @@ def main() -> None:
     ap.add_argument("--serve", action="store_true",
                     help="as banister serve runs: heap settled, compiles by a Compiler that keeps 256 grammars "
                          "(the compile time is all under 'automaton')")
-    ap.add_argument("--gc-thaw-every", type=count_arg, default=THAW_EVERY, metavar="N",
-                    help=f"with --serve: compiles between full collections of the heap frozen after each compile "
-                         f"(default {THAW_EVERY}; 0: compiles are not frozen, as before)")
+    add_gc_options(ap, how=" (with --serve)")
     args = ap.parse_args()
     if args.breakdown and _build.compiled_modules():
         # A compiled class's methods cannot be replaced: time the same code interpreted.
@@ -97,7 +95,7 @@ def main() -> None:
     encoded = [[named.encode(instance_text(t)) for t in r["tests"]] for r in records]
     compiler = Compiler(vocab) if args.serve else None
     if args.serve:
-        settle_heap(thaw_every=args.gc_thaw_every)
+        settle_heap(args.gc_threshold, args.gc_thaw_every)
     elif args.gc_freeze:
         gc.collect()
         gc.freeze()
