@@ -22,7 +22,7 @@ def test_settle_heap_freezes_the_live_heap_and_raises_the_young_threshold():
     assert gc.get_threshold() == previous and gc.get_freeze_count() == 0
 
 
-class _Cycle:
+class Cycle:
     """Garbage only the collector frees: it refers to itself."""
 
     def __init__(self) -> None:
@@ -38,7 +38,7 @@ def test_a_settled_heap_freezes_what_each_compile_leaves_and_thaws_every_few_com
     compiler = Compiler(gpt2.vocab, cache_size=0)
     previous = settle_heap(thaw_every=2)
     try:
-        cycle = _Cycle()
+        cycle = Cycle()
         alive = weakref.ref(cycle)
         first = compiler.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
         assert not _tracked(first.automaton) and not _tracked(first.automaton.parser)  # frozen with the heap
@@ -52,6 +52,28 @@ def test_a_settled_heap_freezes_what_each_compile_leaves_and_thaws_every_few_com
         restore_heap(previous, unfreeze=True)
     third = compiler.regex("[0-9]+")
     assert _tracked(third.automaton) and gc.get_freeze_count() == 0  # restored: compiles no longer frozen
+
+
+def test_no_collection_scans_what_a_compile_leaves_before_it_is_frozen(gpt2):
+    """The freeze comes before collection resumes: the first allocation after a compile that left more
+    young objects than the threshold would otherwise collect them all (a third of a second after a
+    big schema)."""
+    compiler = Compiler(gpt2.vocab, cache_size=0)
+    collections: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    previous = settle_heap(gen0_threshold=100)
+    gc.callbacks.append(count)
+    try:
+        schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": i} for i in range(20)}}
+        compiled = compiler.json_schema(schema)
+        assert collections == [] and not _tracked(compiled.automaton)
+    finally:
+        gc.callbacks.remove(count)
+        restore_heap(previous, unfreeze=True)
 
 
 def test_thaw_every_zero_leaves_compiles_to_the_collector(gpt2):

@@ -251,7 +251,7 @@ class Compiler:
                     automaton = build()
                 finally:
                     self._storing.key = None
-        after_compile()
+            after_compile()  # while collection is still paused: the first allocation after would collect
         compiled = CompiledGrammar(automaton, kind, time.perf_counter() - start)
         if self.cache_size:
             with self._lock:
