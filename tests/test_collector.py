@@ -2,11 +2,21 @@
 
 import gc
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from banister.cli import build_parser
-from banister.collector import GEN0_THRESHOLD, THAW_EVERY, count_arg, restore_heap, settle_heap, whole_number_arg
+from banister.collector import (
+    GEN0_THRESHOLD,
+    THAW_EVERY,
+    count_arg,
+    restore_heap,
+    settle_heap,
+    thaw_if_due,
+    whole_number_arg,
+)
 from banister.compiler import Compiler
 
 
@@ -29,6 +39,16 @@ class Cycle:
         self.me = self
 
 
+@contextmanager
+def settled(**settings: int) -> Iterator[None]:
+    """The heap settled with ``settings`` for the duration, then restored and thawed."""
+    previous = settle_heap(**settings)
+    try:
+        yield
+    finally:
+        restore_heap(previous, unfreeze=True)
+
+
 def _tracked(obj: object) -> bool:
     """Whether the collector's generations hold ``obj`` (frozen objects are in none of them)."""
     return any(found is obj for found in gc.get_objects())
@@ -36,8 +56,7 @@ def _tracked(obj: object) -> bool:
 
 def test_a_settled_heap_freezes_what_each_compile_leaves_and_thaws_every_few_compiles(gpt2):
     compiler = Compiler(gpt2.vocab, cache_size=0)
-    previous = settle_heap(thaw_every=2)
-    try:
+    with settled(thaw_every=2):
         cycle = Cycle()
         alive = weakref.ref(cycle)
         first = compiler.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
@@ -48,8 +67,6 @@ def test_a_settled_heap_freezes_what_each_compile_leaves_and_thaws_every_few_com
         second = compiler.regex("[a-z]+")
         assert alive() is None  # ...which the second compile made: unfrozen, collected, frozen again
         assert not _tracked(second.automaton) and not _tracked(first.automaton)
-    finally:
-        restore_heap(previous, unfreeze=True)
     third = compiler.regex("[0-9]+")
     assert _tracked(third.automaton) and gc.get_freeze_count() == 0  # restored: compiles no longer frozen
 
@@ -65,26 +82,45 @@ def test_no_collection_scans_what_a_compile_leaves_before_it_is_frozen(gpt2):
         if phase == "start":
             collections.append(info["generation"])
 
-    previous = settle_heap(gen0_threshold=100)
-    gc.callbacks.append(count)
-    try:
-        schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": i} for i in range(20)}}
-        compiled = compiler.json_schema(schema)
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": i} for i in range(20)}}
+    with settled(gen0_threshold=100):
+        gc.callbacks.append(count)
+        try:
+            compiled = compiler.json_schema(schema)
+        finally:
+            gc.callbacks.remove(count)
         assert collections == [] and not _tracked(compiled.automaton)
-    finally:
-        gc.callbacks.remove(count)
-        restore_heap(previous, unfreeze=True)
+
+
+def test_an_idle_moment_thaws_from_half_the_period_on(gpt2):
+    compiler = Compiler(gpt2.vocab, cache_size=0)
+    with settled(thaw_every=4):
+        cycle = Cycle()
+        alive = weakref.ref(cycle)
+        compiler.regex("[a-z]+")
+        assert not thaw_if_due()  # one compile of four: not yet
+        compiler.regex("[0-9]+")
+        del cycle
+        gc.collect()
+        assert alive() is not None
+        assert thaw_if_due() and alive() is None  # two of four: thawed and collected
+        assert not thaw_if_due()  # a new period began
+        cycle = Cycle()
+        alive = weakref.ref(cycle)
+        for pattern in ("a", "b", "c"):
+            compiler.regex(pattern)
+        del cycle
+        compiler.regex("d")
+        assert alive() is None  # the fourth compile since the idle thaw thawed again
+    assert not thaw_if_due()  # restored: nothing is frozen, nothing to thaw
 
 
 def test_thaw_every_zero_leaves_compiles_to_the_collector(gpt2):
     compiler = Compiler(gpt2.vocab, cache_size=0)
-    previous = settle_heap(thaw_every=0)
-    try:
+    with settled(thaw_every=0):
         frozen = gc.get_freeze_count()
         compiled = compiler.regex("[a-z]+")
         assert _tracked(compiled.automaton) and gc.get_freeze_count() == frozen
-    finally:
-        restore_heap(previous, unfreeze=True)
 
 
 @pytest.mark.parametrize("bad", [{"gen0_threshold": 0}, {"gen0_threshold": -5}, {"thaw_every": -1}])

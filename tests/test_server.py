@@ -6,21 +6,25 @@ keys, the queue, disconnects and metrics. tests/test_server_real.py runs the mus
 the real default model.
 """
 
+import gc
 import json
 import re
 import sys
 import threading
 import time
+import weakref
 
 import httpx
 import jsonschema
 import openai
 import pytest
+from test_collector import Cycle, settled
 
 from banister import Matcher
 from banister.engine import Engine, RequestOptions, ToyModel, ToyTokenizer
 from banister.sampling import SamplingParams
 from banister.server.app import create_app
+from banister.server.runner import EngineRunner
 from banister.server.settings import ServerSettings
 from banister.server.testing import serve_in_thread
 from banister.server.tools import (
@@ -419,6 +423,23 @@ def wait_until(condition, timeout=5.0):
 
 
 LONG = {"model": "toy", "messages": CHAT, "max_tokens": 2000, "extra_body": {"guided_regex": "[a-z]{2000}"}}
+
+
+def test_the_engine_thread_collects_the_frozen_heap_when_idle():
+    engine = toy_engine()
+    runner = EngineRunner(engine, max_queue=1)
+    with settled(thaw_every=2):
+        cycle = Cycle()
+        alive = weakref.ref(cycle)
+        engine.compiler.json_schema(PERSON)  # frozen after, with the cycle: half the period
+        del cycle
+        gc.collect()
+        assert alive() is not None
+        runner.start()  # nothing to do: it thaws before it waits
+        try:
+            wait_until(lambda: alive() is None)
+        finally:
+            runner.stop()
 
 
 def test_full_queue_is_429_and_a_closed_stream_frees_its_slot(slow):

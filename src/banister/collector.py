@@ -4,7 +4,8 @@ Masks and compiles make many short-lived container objects, and every automatic 
 the young ones, then (every tenth time) the older ones, then everything. Two measures: a compile runs
 with automatic collection paused (:func:`gc_paused`), and a long-running process freezes its start-up
 heap and collects its young objects less often (:func:`settle_heap`), and then freezes what each
-compile leaves (:func:`after_compile`). See docs/performance.md, "Garbage collection", for what each
+compile leaves (:func:`after_compile`), collecting in full now and then, when idle if it can
+(:func:`thaw_if_due`). See docs/performance.md, "Garbage collection", for what each
 is worth.
 """
 
@@ -76,8 +77,11 @@ def after_compile() -> None:
     free (a grammar is freed by reference counting; see docs/performance.md). ``gc.freeze()`` moves
     them, with whatever else is alive, out of the collector's sight at no cost. What is frozen and
     later becomes cyclic garbage (a request's objects that were alive during the compile) is not
-    collected until the next thaw: every ``thaw_every`` compiles the heap is unfrozen, collected in
-    full and frozen again. Called by :class:`~banister.compiler.Compiler` after each compile.
+    collected until the next thaw: every ``thaw_every`` compiles (or at an idle moment from half of
+    that on: :func:`thaw_if_due`) the heap is unfrozen, collected in full and frozen again.
+
+    :class:`~banister.compiler.Compiler` calls it at the end of each compile, before collection
+    resumes: with more young objects than the threshold, the first allocation after would collect.
     """
     global _compiles_left
     if not _thaw_every:
@@ -85,10 +89,30 @@ def after_compile() -> None:
     with _freeze_lock:
         _compiles_left -= 1
         if _compiles_left <= 0:
-            _compiles_left = _thaw_every
-            gc.unfreeze()
-            gc.collect()
+            _collect_all()
         gc.freeze()
+
+
+def thaw_if_due() -> bool:
+    """Make the thaw :func:`after_compile` has coming now, if at least half of the ``thaw_every``
+    compiles between two thaws have passed; returns whether it did. For a process's idle moments
+    (a server's engine thread between requests), so that the full collection falls where no request
+    waits for it rather than inside a compile; :func:`after_compile` still thaws a process that is
+    never idle."""
+    with _freeze_lock:
+        if not _thaw_every or _thaw_every - _compiles_left < max(1, _thaw_every // 2):
+            return False
+        _collect_all()
+        gc.freeze()
+    return True
+
+
+def _collect_all() -> None:
+    """The thaw, under ``_freeze_lock``: unfreeze and collect everything, and count the next period."""
+    global _compiles_left
+    _compiles_left = _thaw_every
+    gc.unfreeze()
+    gc.collect()
 
 
 def add_gc_options(parser: argparse.ArgumentParser, *, how: str = "") -> None:

@@ -9,7 +9,8 @@ thread, which loops:
 2. add the new requests to the engine (tokenise and compile: a failure goes to that request's job);
 3. abort the cancelled ones (their slot is free once the engine reports them finished);
 4. step the engine while it has requests, and hand every output to its job on the event loop
-   (``call_soon_threadsafe``); sleep when there is nothing to do.
+   (``call_soon_threadsafe``); sleep when there is nothing to do, after the garbage collector's
+   full collection if one is due (:func:`~banister.collector.thaw_if_due`).
 
 The runner also bounds the work in flight: the engine's batch plus ``max_queue`` waiting
 requests; :meth:`EngineRunner.submit` raises :class:`QueueFullError` beyond that.
@@ -27,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from banister.collector import thaw_if_due
 from banister.compiler import CompiledGrammar, Compiler
 from banister.engine.engine import Engine
 from banister.engine.types import Prompt, RequestOptions, RequestOutput
@@ -202,7 +204,11 @@ class EngineRunner:
         engine = self.engine
         while True:
             with self._cond:
-                while not (self._stopping or self._submitted or self._cancels or engine.has_unfinished_requests()):
+                idle = not self._has_work()
+            if idle and thaw_if_due():  # the collector's full collection, while no request waits for it
+                log.debug("collected the heap frozen after compiles while idle")
+            with self._cond:
+                while not self._has_work():
                     self._cond.wait()
                 if self._stopping:
                     return
@@ -218,6 +224,10 @@ class EngineRunner:
                 engine.abort(request_id)
             if engine.has_unfinished_requests():
                 self._step()
+
+    def _has_work(self) -> bool:
+        """Something for the engine thread to do (under ``_cond``): stop, new requests, cancellations, steps."""
+        return bool(self._stopping or self._submitted or self._cancels or self.engine.has_unfinished_requests())
 
     def _add(self, request_id: str, request: EngineRequest, job: Job) -> None:
         engine = self.engine
