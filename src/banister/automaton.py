@@ -9,7 +9,7 @@ trie, and cached on the automaton (shared by every matcher of the compiled gramm
 from __future__ import annotations
 
 import threading
-from typing import Hashable, Protocol
+from typing import Hashable, Protocol, TypeVar
 
 import numpy as np
 
@@ -63,28 +63,32 @@ def walk_tokens(
 _walk_buffers = threading.local()
 
 
-class TokenAutomaton(Protocol):
-    """The interface every compiled specification offers the Matcher."""
+StateT = TypeVar("StateT", bound=Hashable)
+
+
+class TokenAutomaton(Protocol[StateT]):
+    """The interface every compiled specification offers the Matcher, over its own kind of state
+    (a DFA state number, a set of parse positions); a bare ``TokenAutomaton`` is any of them."""
 
     vocab: Vocabulary
-    initial: Hashable
+    initial: StateT
 
-    def advance(self, state: Hashable, data: bytes) -> Hashable | None:
+    def advance(self, state: StateT, data: bytes) -> StateT | None:
         """The state after ``data``, or ``None`` when no continuation can complete a match."""
 
-    def is_accepting(self, state: Hashable) -> bool:
+    def is_accepting(self, state: StateT) -> bool:
         """Whether the text so far is a complete match (EOS allowed)."""
 
-    def is_final(self, state: Hashable) -> bool:
+    def is_final(self, state: StateT) -> bool:
         """Whether the match is complete and nothing more can follow."""
 
-    def token_mask(self, state: Hashable) -> np.ndarray:
+    def token_mask(self, state: StateT) -> np.ndarray:
         """uint32 words with the bits of the matchable tokens allowed next (EOS not included).
 
         The array is cached and shared: callers copy it, never write to it.
         """
 
-    def forced_bytes(self, state: Hashable) -> bytes:
+    def forced_bytes(self, state: StateT) -> bytes:
         """Bytes that every valid continuation starts with (``b""`` when there is a choice)."""
 
 

@@ -24,7 +24,7 @@ def experiment_plan(quick: bool = False, model: bool = True) -> list[Callable[[]
     """The experiments in report order; ``quick`` shrinks the sample sizes (seconds in all, plus the
     model's load), ``model=False`` leaves out the one on the real default model."""
     n = 20 if quick else 200
-    plan = [
+    plan: list[Callable[[], Result]] = [
         ex.validity_vs_length,
         ex.masked_step,
         lambda: ex.validity(n),

@@ -66,8 +66,9 @@ def apply_token_bitmask_inplace(logits: Logits, bitmask: Any, indices: Any = Non
         Optional sequence of logits rows to mask, one per bitmask row; rows not listed are untouched.
         Default: bitmask row ``i`` masks logits row ``i``.
     """
-    one_row = len(logits.shape) == 1
-    rows = logits[None, :] if one_row else logits
+    array: Any = logits  # numpy or torch: the operations below are the ones both have
+    rows = array[None, :] if len(array.shape) == 1 else array
+    mask: Any
     if _is_torch(rows):
         import torch
 
