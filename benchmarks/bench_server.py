@@ -12,8 +12,9 @@ request of each kind warms up first (grammars compiled and cached), outside the 
 ``--schemas``, the JSON Schema requests take the schemas of MaskBench records (shuffled) instead
 of one, so each is compiled on its request's path, as users' schemas are (one the server refuses, a
 400, is counted apart). The server settles its heap as ``banister serve`` does. It
-prints latency percentiles (p50, p90, p99, max), requests and generated tokens per second, and
-exits non-zero if any request failed, came back invalid or was lost.
+prints latency percentiles (p50, p90, p99, max), requests and generated tokens per second, the
+server's resident memory (after the warm-up, at the end, at the peak) and the engine thread's time
+by part, and exits non-zero if any request failed, came back invalid or was lost.
 
 ``--model toy`` (default) measures the server and the engine loop over the lesson's toy model
 (milliseconds per step); ``--model default`` runs SmolLM2-135M on the CPU (use fewer requests).
@@ -32,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import httpx
 import jsonschema
@@ -105,9 +107,10 @@ def check(kind: str, response: openai.types.chat.ChatCompletion, schema: dict) -
         jsonschema.validate(json.loads(choice.message.tool_calls[0].function.arguments), WEATHER)
 
 
-async def load(base_url: str, clients: int, requests: int, max_tokens: int, schemas: list[dict] | None) -> dict:
-    """Run the requests over ``clients`` concurrent clients; latencies, token counts, failures and
-    the schemas refused."""
+async def load(base_url: str, clients: int, requests: int, max_tokens: int, schemas: list[dict] | None,
+               memory: Callable[[], dict[str, float]]) -> dict:
+    """Run the requests over ``clients`` concurrent clients; latencies, token counts, failures, the
+    schemas refused, and the server's ``memory()`` after the warm-up."""
     client = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0, timeout=600,
                                 http_client=openai.DefaultAsyncHttpxClient(
                                     limits=httpx.Limits(max_connections=clients)))
@@ -138,12 +141,23 @@ async def load(base_url: str, clients: int, requests: int, max_tokens: int, sche
 
     for i in range(4):  # warm up: compile each kind's grammar once (then cached), outside the timing
         await client.chat.completions.create(**request_kind(i, max_tokens)[1])
+    warm = memory()
     start = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in range(clients)))
     seconds = time.perf_counter() - start
     await client.close()
     return {"latencies": latencies, "tokens": tokens, "failures": failures, "answered": answered,
-            "refused": refused, "seconds": seconds}
+            "refused": refused, "seconds": seconds, "warm_memory": warm}
+
+
+def process_memory(pid: int) -> dict[str, float]:
+    """A process's resident memory now and at its peak so far, in MiB (Linux; empty elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    except OSError:
+        return {}
+    return {name: int(fields[key].split()[0]) / 1024 for name, key in (("now", "VmRSS"), ("peak", "VmHWM"))}
 
 
 def free_port() -> int:
@@ -188,7 +202,9 @@ def main() -> int:
                 print("the server did not start", file=sys.stderr)
                 return 1
             time.sleep(0.2)
-        result = asyncio.run(load(base_url, args.clients, args.requests, args.max_tokens, schemas))
+        result = asyncio.run(load(base_url, args.clients, args.requests, args.max_tokens, schemas,
+                                  lambda: process_memory(child.pid)))
+        end_memory = process_memory(child.pid)
         metrics = httpx.get(base_url + "/metrics", timeout=30).text
     finally:
         child.terminate()
@@ -204,6 +220,9 @@ def main() -> int:
         print(f"latency s: p50 {q[49]:.3f}  p90 {q[89]:.3f}  p99 {q[98]:.3f}  max {lat[-1]:.3f}")
     print(f"throughput: {result['answered'] / result['seconds']:.1f} requests/s, "
           f"{result['tokens'] / result['seconds']:.0f} generated tokens/s over {result['seconds']:.1f} s")
+    if result["warm_memory"] and end_memory:
+        print(f"server memory MiB: {result['warm_memory']['now']:.0f} after the warm-up, "
+              f"{end_memory['now']:.0f} at the end, {end_memory['peak']:.0f} at the peak")
     spent = dict(re.findall(r"^banister_(\w+)_seconds_total (\S+)$", metrics, re.MULTILINE))
     print("engine thread s (warm-up included): " + "  ".join(f"{name} {float(value):.2f}" for name, value in spent.items()))
     for failure in result["failures"][:10]:
