@@ -6,6 +6,7 @@ keys, the queue, disconnects and metrics. tests/test_server_real.py runs the mus
 the real default model.
 """
 
+import asyncio
 import gc
 import json
 import re
@@ -24,7 +25,7 @@ from banister import Matcher
 from banister.engine import Engine, RequestOptions, ToyModel, ToyTokenizer
 from banister.sampling import SamplingParams
 from banister.server.app import create_app
-from banister.server.runner import EngineRunner
+from banister.server.runner import EngineRequest, EngineRunner
 from banister.server.settings import ServerSettings
 from banister.server.testing import serve_in_thread
 from banister.server.tools import (
@@ -425,6 +426,39 @@ def wait_until(condition, timeout=5.0):
 LONG = {"model": "toy", "messages": CHAT, "max_tokens": 2000, "extra_body": {"guided_regex": "[a-z]{2000}"}}
 
 
+def test_requests_decode_while_another_grammar_compiles():
+    """Compiles run beside the engine thread: a request whose grammar takes long holds up no other."""
+    engine = toy_engine()
+    runner = EngineRunner(engine, max_queue=4)
+    released = threading.Event()
+
+    def slow_grammar(compiler):
+        released.wait(60)
+        return compiler.regex(r"[A-Z][a-z]+")
+
+    async def last_output(job):
+        async for _, out in job.outputs():
+            last = out
+        return last
+
+    async def scenario():
+        params = SamplingParams(seed=0, max_tokens=20)
+        slow = runner.submit([EngineRequest("user: hi\n", params, grammar=slow_grammar)])
+        quick = runner.submit([EngineRequest("user: hi\n", params, grammar=lambda c: c.regex("[0-9]{3}"))])
+        quick_out = await asyncio.wait_for(last_output(quick), 30)
+        assert quick_out.finished and re.fullmatch("[0-9]{3}", quick_out.text) and not released.is_set()
+        released.set()
+        slow_out = await asyncio.wait_for(last_output(slow), 30)
+        assert slow_out.finished and re.fullmatch(r"[A-Z][a-z]+", slow_out.text)
+
+    runner.start()
+    try:
+        asyncio.run(scenario())
+    finally:
+        released.set()
+        runner.stop()
+
+
 def test_the_engine_thread_collects_the_frozen_heap_when_idle():
     engine = toy_engine()
     runner = EngineRunner(engine, max_queue=1)
@@ -495,10 +529,14 @@ def test_serve_settings_from_flags():
     from banister.cli import build_parser
     from banister.server.commands import settings_from_args
 
-    args = build_parser().parse_args(["serve", "--api-key", "k", "--max-queue", "3", "--max-tokens", "99"])
+    args = build_parser().parse_args(["serve", "--api-key", "k", "--max-queue", "3", "--max-tokens", "99",
+                                      "--compile-threads", "4"])
     settings = settings_from_args(args)
     assert (settings.api_key, settings.max_queue, settings.max_tokens, settings.model_name) == ("k", 3, 99, "default")
+    assert settings.compile_threads == 4 and settings_from_args(build_parser().parse_args(["serve"])).compile_threads == 2
     assert args.host == "127.0.0.1"
+    with pytest.raises(ValueError, match="compile_threads must be a positive integer"):
+        ServerSettings(compile_threads=0)
 
 
 def test_concurrent_requests_all_complete(server):

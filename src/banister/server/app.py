@@ -142,7 +142,7 @@ class _Guard:
 def create_app(engine: Engine, settings: ServerSettings | None = None) -> FastAPI:
     """The server app over ``engine``; the engine thread starts and stops with the app's lifespan."""
     settings = settings or ServerSettings()
-    runner = EngineRunner(engine, settings.max_queue)
+    runner = EngineRunner(engine, settings.max_queue, settings.compile_threads)
     metrics = Metrics()
     vocab = engine.vocabulary
     template_tools = template_takes_tools(engine.tokenizer)

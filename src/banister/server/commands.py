@@ -40,6 +40,8 @@ def add_commands(subparsers: Any) -> None:
                        help=f"largest schema, grammar, regex or tool list (default {_DEFAULTS.max_schema_bytes})")
     serve.add_argument("--max-n", type=int, default=_DEFAULTS.max_n,
                        help=f"most samples per request (default {_DEFAULTS.max_n})")
+    serve.add_argument("--compile-threads", type=int, default=_DEFAULTS.compile_threads,
+                       help=f"threads compiling grammars beside the engine's (default {_DEFAULTS.compile_threads})")
     serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     serve.set_defaults(run=_cmd_serve)
 
@@ -55,6 +57,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         max_tokens=args.max_tokens,
         max_schema_bytes=args.max_schema_bytes,
         max_n=args.max_n,
+        compile_threads=args.compile_threads,
     )
 
 

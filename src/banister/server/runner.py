@@ -2,15 +2,20 @@
 
 The engine's step API is synchronous and not meant to be driven from two threads, and a fast
 tokenizer must not be used from two threads at once. So every engine call (tokenising the
-prompt, compiling the grammar, :meth:`~banister.engine.Engine.step`) happens on the runner's
-thread, which loops:
+prompt, :meth:`~banister.engine.Engine.step`) happens on the runner's thread. Grammars compile on
+threads of their own: a big schema takes seconds, and the requests already decoding go on
+meanwhile (the model's forward pass runs outside the GIL, so a compile overlaps it). The engine
+thread loops:
 
-1. take the submitted requests and the cancellations (from any thread, under a lock);
-2. add the new requests to the engine (tokenise and compile: a failure goes to that request's job);
-3. abort the cancelled ones (their slot is free once the engine reports them finished);
+1. take the submitted requests, the compiled grammars and the cancellations (from any thread,
+   under a lock);
+2. send each new request with a grammar to a compile thread; add the others, and those whose
+   grammar is compiled, to the engine (a failure goes to that request's job);
+3. abort the cancelled ones (their slot is free once the engine reports them finished; a grammar
+   still compiling is dropped when it is done);
 4. step the engine while it has requests, and hand every output to its job on the event loop
    (``call_soon_threadsafe``); sleep when there is nothing to do, after the garbage collector's
-   full collection if one is due (:func:`~banister.collector.thaw_if_due`).
+   full collection if one is due and no grammar is compiling (:func:`~banister.collector.thaw_if_due`).
 
 The runner also bounds the work in flight: the engine's batch plus ``max_queue`` waiting
 requests; :meth:`EngineRunner.submit` raises :class:`QueueFullError` beyond that.
@@ -24,6 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,7 +52,7 @@ class EngineRequest:
     """What one engine request needs.
 
     ``template_kwargs`` go to the chat template (e.g. ``tools``); ``grammar``, when given, compiles
-    the request's constraint with the engine's compiler on the engine thread (it becomes
+    the request's constraint with the engine's compiler on a compile thread of the runner (it becomes
     ``RequestOptions.grammar``; its time counts in ``engine.stats.compile_seconds``).
     """
 
@@ -133,15 +139,21 @@ class EngineRunner:
         The engine; nothing else may call it while the runner runs.
     max_queue:
         Engine requests that may wait beyond the engine's batch (``max_batch_size``).
+    compile_threads:
+        Threads that compile grammars (default 2), so that a quick compile (or a cached one) need not
+        wait behind a slow one.
     """
 
-    def __init__(self, engine: Engine, max_queue: int) -> None:
+    def __init__(self, engine: Engine, max_queue: int, compile_threads: int = 2) -> None:
         self.engine = engine
         self.capacity = engine.max_batch_size + max_queue
         self._cond = threading.Condition()
         self._submitted: deque[tuple[str, int, EngineRequest, Job]] = deque()
         self._cancels: set[str] = set()
         self._live: dict[str, tuple[int, Job]] = {}  # request id -> (index in its job, job)
+        self._compiled: deque[tuple[str, EngineRequest, Job, CompiledGrammar | Exception, float]] = deque()
+        self._compiling: set[str] = set()  # the engine thread's own: requests whose grammar is compiling
+        self._compiler = ThreadPoolExecutor(compile_threads, thread_name_prefix="banister-compile")
         self._ids = itertools.count()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -165,13 +177,15 @@ class EngineRunner:
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop the engine thread after its current step; unfinished requests are left as they are."""
+        """Stop the engine thread after its current step, and the compile threads after their
+        current compiles; unfinished requests are left as they are."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._compiler.shutdown(wait=True, cancel_futures=True)
 
     def submit(self, requests: list[EngineRequest]) -> Job:
         """Queue requests from the running event loop; raises :class:`QueueFullError` when over capacity."""
@@ -204,7 +218,7 @@ class EngineRunner:
         engine = self.engine
         while True:
             with self._cond:
-                idle = not self._has_work()
+                idle = not self._has_work() and not self._compiling
             if idle and thaw_if_due():  # the collector's full collection, while no request waits for it
                 log.debug("collected the heap frozen after compiles while idle")
             with self._cond:
@@ -213,32 +227,67 @@ class EngineRunner:
                 if self._stopping:
                     return
                 submitted, self._submitted = self._submitted, deque()
+                compiled, self._compiled = self._compiled, deque()
                 cancels, self._cancels = self._cancels, set()
             for request_id, _, request, job in submitted:
                 if request_id in cancels:
                     cancels.discard(request_id)
                     self._forget(request_id)
-                    continue
-                self._add(request_id, request, job)
+                elif request.grammar is not None:
+                    self._compiling.add(request_id)
+                    self._compiler.submit(self._compile, request_id, request, job)
+                else:
+                    self._add(request_id, request, job)
+            for request_id, request, job, grammar, seconds in compiled:
+                self._compiling.discard(request_id)
+                engine.stats.compile_seconds += seconds
+                with self._cond:
+                    wanted = request_id in self._live and request_id not in cancels
+                if not wanted:  # cancelled while it compiled
+                    cancels.discard(request_id)
+                    self._forget(request_id)
+                elif isinstance(grammar, Exception):
+                    self._forget(request_id)
+                    job._post(job._on_error, grammar)
+                else:
+                    self._add(request_id, request, job, grammar)
             for request_id in cancels:
-                engine.abort(request_id)
+                if request_id in self._compiling:
+                    self._forget(request_id)  # its grammar is dropped when compiled
+                else:
+                    engine.abort(request_id)
             if engine.has_unfinished_requests():
                 self._step()
 
     def _has_work(self) -> bool:
-        """Something for the engine thread to do (under ``_cond``): stop, new requests, cancellations, steps."""
-        return bool(self._stopping or self._submitted or self._cancels or self.engine.has_unfinished_requests())
+        """Something for the engine thread to do (under ``_cond``): stop, new requests, compiled
+        grammars, cancellations, steps."""
+        return bool(self._stopping or self._submitted or self._compiled or self._cancels
+                    or self.engine.has_unfinished_requests())
 
-    def _add(self, request_id: str, request: EngineRequest, job: Job) -> None:
+    def _compile(self, request_id: str, request: EngineRequest, job: Job) -> None:
+        """On a compile thread: compile the request's grammar and hand it (or the error, ``SchemaError``
+        and the like) to the engine thread."""
+        assert request.grammar is not None
+        start = time.perf_counter()
+        grammar: CompiledGrammar | Exception
+        try:
+            grammar = request.grammar(self.engine.compiler)
+        except Exception as exc:  # noqa: BLE001 - a bad request: only its own job hears about it
+            grammar = exc
+        with self._cond:
+            self._compiled.append((request_id, request, job, grammar, time.perf_counter() - start))
+            self._cond.notify()
+
+    def _add(self, request_id: str, request: EngineRequest, job: Job, grammar: CompiledGrammar | None = None) -> None:
+        """Add a request to the engine, with its compiled ``grammar`` when it has one."""
         engine = self.engine
         try:
             prompt, options = request.prompt, request.options
             if request.template_kwargs:
                 prompt = engine.tokenizer.chat_prompt(list(prompt), **request.template_kwargs)  # type: ignore[arg-type]
-            if request.grammar is not None:
-                start = time.perf_counter()
-                options = replace(options, grammar=request.grammar(engine.compiler))
-                engine.stats.compile_seconds += time.perf_counter() - start
+            if grammar is not None:
+                options = replace(options, grammar=grammar)
             engine.add_request(request_id, prompt, request.params, options)
         except Exception as exc:  # noqa: BLE001 - a bad request: only its own job hears about it
             self._forget(request_id)

@@ -31,6 +31,9 @@ class ServerSettings:
         compact JSON), a regex, a grammar, or the choices together (default 64 KiB).
     max_n:
         Most samples per request (default 16).
+    compile_threads:
+        Threads that compile requests' grammars beside the engine thread (default 2): a schema that
+        takes seconds holds up neither the requests decoding nor a quicker compile.
     """
 
     model_name: str = "default"
@@ -41,9 +44,10 @@ class ServerSettings:
     max_tokens: int = 4096
     max_schema_bytes: int = 64 << 10
     max_n: int = 16
+    compile_threads: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("max_queue", "max_body_bytes", "max_tokens", "max_schema_bytes", "max_n"):
+        for name in ("max_queue", "max_body_bytes", "max_tokens", "max_schema_bytes", "max_n", "compile_threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_queue" else 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
