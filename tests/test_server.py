@@ -459,6 +459,32 @@ def test_requests_decode_while_another_grammar_compiles():
         runner.stop()
 
 
+def test_a_request_cancelled_while_its_grammar_compiles_never_reaches_the_engine():
+    engine = toy_engine()
+    runner = EngineRunner(engine, max_queue=4)
+    released = threading.Event()
+
+    def slow_grammar(compiler):
+        released.wait(60)
+        return compiler.regex("[a-z]+")
+
+    async def scenario():
+        job = runner.submit([EngineRequest("user: hi\n", SamplingParams(max_tokens=5), grammar=slow_grammar)])
+        wait_until(lambda: runner.submitted == 0)  # taken: compiling
+        runner.cancel(job)
+        wait_until(lambda: runner.in_flight == 0)  # forgotten at once
+        released.set()
+        wait_until(lambda: engine.stats.compile_seconds > 0)  # the compile came back and was handled...
+        assert not engine.has_unfinished_requests() and engine.num_running == 0  # ...and was dropped
+
+    runner.start()
+    try:
+        asyncio.run(scenario())
+    finally:
+        released.set()
+        runner.stop()
+
+
 def test_the_engine_thread_collects_the_frozen_heap_when_idle():
     engine = toy_engine()
     runner = EngineRunner(engine, max_queue=1)

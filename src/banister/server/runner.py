@@ -240,7 +240,6 @@ class EngineRunner:
                     self._add(request_id, request, job)
             for request_id, request, job, grammar, seconds in compiled:
                 self._compiling.discard(request_id)
-                engine.stats.compile_seconds += seconds
                 with self._cond:
                     wanted = request_id in self._live and request_id not in cancels
                 if not wanted:  # cancelled while it compiled
@@ -251,6 +250,7 @@ class EngineRunner:
                     job._post(job._on_error, grammar)
                 else:
                     self._add(request_id, request, job, grammar)
+                engine.stats.compile_seconds += seconds  # last: the request is in the engine, or never will be
             for request_id in cancels:
                 if request_id in self._compiling:
                     self._forget(request_id)  # its grammar is dropped when compiled
