@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import weakref
+from contextlib import contextmanager
 
 import httpx
 import jsonschema
@@ -426,24 +427,37 @@ def wait_until(condition, timeout=5.0):
 LONG = {"model": "toy", "messages": CHAT, "max_tokens": 2000, "extra_body": {"guided_regex": "[a-z]{2000}"}}
 
 
-def test_requests_decode_while_another_grammar_compiles():
-    """Compiles run beside the engine thread: a request whose grammar takes long holds up no other."""
+@contextmanager
+def held_compile(pattern: str):
+    """A started runner over the toy engine, and a grammar (``pattern``) whose compile waits for
+    ``released`` to be set: (engine, runner, grammar, released)."""
     engine = toy_engine()
     runner = EngineRunner(engine, max_queue=4)
     released = threading.Event()
 
-    def slow_grammar(compiler):
+    def grammar(compiler):
         released.wait(60)
-        return compiler.regex(r"[A-Z][a-z]+")
+        return compiler.regex(pattern)
+
+    runner.start()
+    try:
+        yield engine, runner, grammar, released
+    finally:
+        released.set()
+        runner.stop()
+
+
+def test_requests_decode_while_another_grammar_compiles():
+    """Compiles run beside the engine thread: a request whose grammar takes long holds up no other."""
 
     async def last_output(job):
         async for _, out in job.outputs():
             last = out
         return last
 
-    async def scenario():
+    async def scenario(runner, held, released):
         params = SamplingParams(seed=0, max_tokens=20)
-        slow = runner.submit([EngineRequest("user: hi\n", params, grammar=slow_grammar)])
+        slow = runner.submit([EngineRequest("user: hi\n", params, grammar=held)])
         quick = runner.submit([EngineRequest("user: hi\n", params, grammar=lambda c: c.regex("[0-9]{3}"))])
         quick_out = await asyncio.wait_for(last_output(quick), 30)
         assert quick_out.finished and re.fullmatch("[0-9]{3}", quick_out.text) and not released.is_set()
@@ -451,25 +465,13 @@ def test_requests_decode_while_another_grammar_compiles():
         slow_out = await asyncio.wait_for(last_output(slow), 30)
         assert slow_out.finished and re.fullmatch(r"[A-Z][a-z]+", slow_out.text)
 
-    runner.start()
-    try:
-        asyncio.run(scenario())
-    finally:
-        released.set()
-        runner.stop()
+    with held_compile(r"[A-Z][a-z]+") as (_, runner, held, released):
+        asyncio.run(scenario(runner, held, released))
 
 
 def test_a_request_cancelled_while_its_grammar_compiles_never_reaches_the_engine():
-    engine = toy_engine()
-    runner = EngineRunner(engine, max_queue=4)
-    released = threading.Event()
-
-    def slow_grammar(compiler):
-        released.wait(60)
-        return compiler.regex("[a-z]+")
-
-    async def scenario():
-        job = runner.submit([EngineRequest("user: hi\n", SamplingParams(max_tokens=5), grammar=slow_grammar)])
+    async def scenario(engine, runner, held, released):
+        job = runner.submit([EngineRequest("user: hi\n", SamplingParams(max_tokens=5), grammar=held)])
         wait_until(lambda: runner.submitted == 0)  # taken: compiling
         runner.cancel(job)
         wait_until(lambda: runner.in_flight == 0)  # forgotten at once
@@ -477,12 +479,8 @@ def test_a_request_cancelled_while_its_grammar_compiles_never_reaches_the_engine
         wait_until(lambda: engine.stats.compile_seconds > 0)  # the compile came back and was handled...
         assert not engine.has_unfinished_requests() and engine.num_running == 0  # ...and was dropped
 
-    runner.start()
-    try:
-        asyncio.run(scenario())
-    finally:
-        released.set()
-        runner.stop()
+    with held_compile("[a-z]+") as context:
+        asyncio.run(scenario(*context))
 
 
 def test_the_engine_thread_collects_the_frozen_heap_when_idle():
