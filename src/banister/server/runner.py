@@ -4,8 +4,8 @@ The engine's step API is synchronous and not meant to be driven from two threads
 tokenizer must not be used from two threads at once. So every engine call (tokenising the
 prompt, :meth:`~banister.engine.Engine.step`) happens on the runner's thread. Grammars compile on
 threads of their own: a big schema takes seconds, and the requests already decoding go on
-meanwhile (the model's forward pass runs outside the GIL, so a compile overlaps it). The engine
-thread loops:
+meanwhile (taking turns for the GIL, which a compile holds and torch's operators release). The
+engine thread loops:
 
 1. take the submitted requests, the compiled grammars and the cancellations (from any thread,
    under a lock);
@@ -29,8 +29,8 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
