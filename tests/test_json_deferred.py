@@ -7,7 +7,9 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from test_json_schema_helpers import Reorder
 from banister import Compiler, Matcher
 from banister.errors import BanisterError, LimitError, SchemaError
 from banister.grammar.json_schema import json_schema_to_grammar
+from banister.mask.bitmask import allocate_token_bitmask
 from banister.parser.recognizer import GrammarAutomaton
 
 DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
@@ -171,6 +174,42 @@ def test_threads_building_the_same_parts_agree(gpt2):
         t.join()
     assert not failures
     assert shared.tables.unbuilt == 0
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="MaskBench data not found")
+def test_compiles_on_threads_beside_masks_agree_with_one_thread(gpt2):
+    """As ``banister serve`` runs (grammars compile on threads while the engine thread fills masks):
+    three threads, each compiling MaskBench schemas and filling masks along their instances, with
+    the interpreter switching threads often, see the bitmasks one thread sees."""
+    with gzip.open(DATA, "rt") as f:
+        records = random.Random(11).sample([json.loads(line) for line in f], 40)
+
+    def bitmasks(compiler: Compiler, record: dict) -> list[bytes] | str:
+        try:
+            compiled = compiler.json_schema(record["schema"])
+        except BanisterError as exc:
+            return type(exc).__name__
+        seen, bitmask = [], allocate_token_bitmask(1, gpt2.vocab.vocab_size)
+        for test in record["tests"]:
+            matcher = Matcher(compiled)
+            for token in gpt2.encode(json.dumps(test["data"], ensure_ascii=False))[:MAX_TOKENS]:
+                matcher.fill_next_token_bitmask(bitmask)
+                seen.append(bitmask.tobytes())
+                if not matcher.accept_token(token):
+                    break
+        return seen
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        shared = Compiler(gpt2.vocab, cache_size=0)
+        with ThreadPoolExecutor(3) as pool:
+            threaded = list(pool.map(lambda record: bitmasks(shared, record), records))
+    finally:
+        sys.setswitchinterval(interval)
+    alone = Compiler(gpt2.vocab, cache_size=0)
+    assert [bitmasks(alone, record) for record in records] == threaded
+    assert sum(len(seen) for seen in threaded if isinstance(seen, list)) > 2000  # schemas compiled, masks taken
 
 
 def test_grammars_that_must_be_whole_are_built_whole(gpt2, tmp_path):
