@@ -102,3 +102,32 @@ def test_a_number_automaton_stepping_runs_of_digits_is_the_one_stepping_every_di
     for (args, options), dfa in zip(cases, runs):
         every = json_numbers.number_dfa(*args, **options)
         assert (dfa.edges, dfa.accepting) == (every.edges, every.accepting), (args, options)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_product_accepts_what_its_components_accept_together(seed):
+    """A product, pruned where a component it needs dies, against its components run one by one: for
+    intersections with complements (as string constraints combine), unions, and complements."""
+    rng = random.Random(seed)
+    dfas = [_random_dfa(rng, rng.randint(1, 8)) for _ in range(rng.randint(1, 4))]
+    dfas = [CharDFA([sorted(row) for row in dfa.edges], dfa.accepting) for dfa in dfas]
+    signs = [rng.random() < 0.7 for _ in dfas]
+    for accept in (lambda flags: all(f == s for f, s in zip(flags, signs)), any, lambda flags: not any(flags)):
+        both = json_automata.product(dfas, accept, max_states=10_000)
+        letters = POINTS[:-1] + [p - 1 for p in POINTS[1:]]
+        for _ in range(200):
+            word = [rng.choice(letters) for _ in range(rng.randint(0, 8))]
+            assert _run(both, word) is accept(tuple(_run(dfa, word) for dfa in dfas)), word
+
+
+def test_a_product_does_not_explore_what_a_needed_component_rejected():
+    """A length bound intersected with a pattern: past the pattern's first wrong character nothing can
+    be accepted, so those texts are not counted on to the bound (``^https?://.+$`` with
+    ``maxLength: 1024``, a MaskBench schema, needed more than ``max_string_states`` states)."""
+    pattern = json_automata.from_pattern("^https?://.+$")
+    length = json_automata.length(0, 1024, max_states=2000)
+    both = json_automata.product([pattern, length], all, max_states=2000)
+    assert both.n_states < 1100
+    for text, ok in [("http://a", True), ("https://" + "x" * 1016, True), ("https://" + "x" * 1017, False),
+                     ("ftp://a", False), ("http://", False)]:
+        assert both.matches(text) is ok, text

@@ -258,6 +258,18 @@ def test_a_pattern_every_string_matches_leaves_a_long_length_bound_exact():
         assert matches(grammar, json.dumps("-" * n)) is ok, n
 
 
+def test_a_pattern_of_two_prefixes_with_a_long_length_bound_compiles_with_the_default_limits():
+    """``^https?://.+$`` with ``maxLength: 1024`` (a MaskBench schema): too long a run to expand into
+    one lexeme per prefix, so it is the product of the pattern's automaton and a length counter, which
+    must not count through the texts the pattern already rejected."""
+    schema = {"type": "string", "maxLength": 1024, "pattern": "^https?://.+$"}
+    grammar = json_schema_to_grammar(schema)
+    for text in ["http://a", "https://" + "é" * 1016, "https://" + "é" * 1017, "http://" + "x" * 1017,
+                 "ftp://a", "http://", "https:/x"]:
+        expected = jsonschema.Draft202012Validator(schema).is_valid(text)
+        assert matches(grammar, json.dumps(text)) is expected, text
+
+
 def test_an_unanchored_alternation_of_many_words_stays_small():
     """``a|b|...`` in search semantics (MaskBench has lists of 17 and 120 names): every word's surrounding
     ``any character*`` is shared, so the string lexeme's DFA, built in full when a grammar is compiled,

@@ -9,6 +9,7 @@ large, into grammar rules by the caller.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
 from itertools import pairwise
@@ -152,11 +153,15 @@ def length(min_len: int, max_len: int | None, *, max_states: int) -> CharDFA:
 
 
 def product_states(dfas: Sequence[CharDFA], *, max_states: int, what: str = "combining string constraints",
-                   setting: str = "max_string_states") -> tuple[CharDFA, list[tuple[int, ...]]]:
+                   setting: str = "max_string_states", needed: Sequence[bool] = ()
+                   ) -> tuple[CharDFA, list[tuple[int, ...]]]:
     """All of ``dfas`` run side by side: the (untrimmed, all-accepting) product and, per product state,
     the tuple of component states (-1: that component is dead; dead components are real absorbing
-    states here, so complements work). Past ``max_states``, a LimitError says that ``what`` needs
-    more and names ``setting``."""
+    states here, so complements work). A component marked in ``needed`` must stay alive: where it dies,
+    the product does too (an intersection with ``maxLength: 1024`` would otherwise count on through
+    every text the pattern already rejected). Past ``max_states``, a LimitError says that ``what``
+    needs more and names ``setting``."""
+    must_live = [i for i, flag in enumerate(needed) if flag]
     start = tuple(0 for _ in dfas)
     index = {start: 0}
     order = [start]
@@ -184,6 +189,8 @@ def product_states(dfas: Sequence[CharDFA], *, max_states: int, what: str = "com
                     if p < len(row) and row[p][0] <= lo:
                         t = row[p][2]
                 targets.append(t)
+            if any(targets[i] < 0 for i in must_live):
+                continue
             found = intern_state(index, order, tuple(targets), max_states, what, setting)
             out.append((lo, nxt - 1, found))
         edges.append(_merge(out))
@@ -212,8 +219,23 @@ def product(dfas: Sequence[CharDFA], accept: Callable[[tuple[bool, ...]], bool],
     """The trimmed product of ``dfas`` accepting where ``accept(their acceptances)``;
     ``product([d], lambda a: not a[0])`` is the complement of ``d``. ``what`` and ``setting``: as
     :func:`product_states`'s."""
-    both, combos = product_states(dfas, max_states=max_states, what=what, setting=setting)
+    both, combos = product_states(dfas, max_states=max_states, what=what, setting=setting,
+                                  needed=_needed(accept, len(dfas)))
     return trim(CharDFA(both.edges, [accept(flags(dfas, c)) for c in combos]))
+
+
+_MAX_NEEDED_COMPONENTS = 8
+"""Products of more components are explored without :func:`_needed`'s pruning (it tries every
+combination of their acceptances)."""
+
+
+def _needed(accept: Callable[[tuple[bool, ...]], bool], n: int) -> tuple[bool, ...]:
+    """Which of ``n`` components ``accept`` can never do without: those whose acceptance is False in
+    every combination that ``accept`` takes (a dead component never accepts again)."""
+    if n > _MAX_NEEDED_COMPONENTS:
+        return ()
+    taken = [flags for flags in itertools.product((False, True), repeat=n) if accept(flags)]
+    return tuple(all(flags[i] for flags in taken) for i in range(n))
 
 
 def trim(dfa: CharDFA) -> CharDFA:
