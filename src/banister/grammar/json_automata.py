@@ -230,8 +230,8 @@ combination of their acceptances)."""
 
 
 def _needed(accept: Callable[[tuple[bool, ...]], bool], n: int) -> tuple[bool, ...]:
-    """Which of ``n`` components ``accept`` can never do without: those whose acceptance is False in
-    every combination that ``accept`` takes (a dead component never accepts again)."""
+    """Which of ``n`` components ``accept`` can never do without: those accepting in every combination
+    of acceptances that ``accept`` takes (a dead component never accepts again, so nothing can)."""
     if n > _MAX_NEEDED_COMPONENTS:
         return ()
     taken = [flags for flags in itertools.product((False, True), repeat=n) if accept(flags)]
