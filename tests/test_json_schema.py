@@ -219,6 +219,26 @@ def test_long_lengths_are_split_into_rules():
     assert matches(grammar, json.dumps("é" * 70, ensure_ascii=True))
 
 
+@pytest.mark.parametrize("low", [0, 1, 2, 3, 5, 6, 7, 9, 13])
+def test_counts_of_blocks_give_exactly_the_lengths_of_the_bounds(low):
+    """Blocks of three characters (``max_lexeme_repeat: 3``), so that short strings go through every
+    way of counting blocks: none, one, many, up to a bound that is or is not a multiple."""
+    for high in [None, *range(max(low, 4), 31)]:
+        schema = {"type": "string", "minLength": low, **({} if high is None else {"maxLength": high})}
+        grammar = json_schema_to_grammar(schema, settings=SchemaSettings(max_lexeme_repeat=3))
+        for n in range((high or low + 12) + 4):
+            assert matches(grammar, json.dumps("x" * n)) is (low <= n <= (high or n)), (low, high, n)
+
+
+def test_a_length_bound_of_a_million_is_a_few_rules():
+    """``maxLength: 1000000`` (MaskBench has it): rules for the counts of 32-character blocks by halving,
+    not one rule per block (31,250 of them took a second to compile)."""
+    grammar = json_schema_to_grammar({"type": "string", "minLength": 100, "maxLength": 1_000_000})
+    assert len(grammar.rules) < 100
+    for n, ok in [(99, False), (100, True), (5_000, True)]:
+        assert matches(grammar, json.dumps("x" * n)) is ok, n
+
+
 @pytest.mark.parametrize(
     "pattern",
     [
@@ -920,10 +940,13 @@ def test_huge_and_deep_inputs_finish_in_bounded_time():
     assert outcome == "LimitError" and seconds < 5
     outcome, seconds = _timed({"type": "array", "maxItems": 10**6})
     assert outcome == "LimitError" and seconds < 5
-    for string in ({"type": "string", "minLength": 1e20}, {"type": "string", "maxLength": 10**30},
-                   {"type": "string", "pattern": "^a", "minLength": 10**12}):  # (each once ran out of memory)
+    # (Each once ran out of memory. A length alone is rules by halving its count of blocks: it compiles;
+    # beside a pattern it is a product automaton, one state per character, past max_string_states.)
+    for string, refused in (({"type": "string", "minLength": 1e20}, False),
+                            ({"type": "string", "maxLength": 10**30}, False),
+                            ({"type": "string", "pattern": "^a", "minLength": 10**12}, True)):
         outcome, seconds = _timed(string)
-        assert outcome == "LimitError" and seconds < 5, string
+        assert outcome == ("LimitError" if refused else "ok") and seconds < 5, string
     outcome, seconds = _timed({"type": "array", "items": {"type": "string"}}, settings=SchemaSettings(time_limit_s=0))
     assert outcome == "LimitError"
 

@@ -841,29 +841,53 @@ class JsonGrammarBuilder:
             return self._length(plan.min_len, plan.max_len)
         return self._dfa_rules(plan.dfa, json_char, self.quote, "chars", json_char_parts)
 
-    def _length(self, low: int, high: int | None) -> Symbol | None:
-        """Strings of ``low..high`` characters; long runs are split into blocks of whole lexemes."""
+    def _length(self, low: int, high: int | None) -> Symbol:
+        """Strings of ``low..high`` characters. A long one is blocks of ``max_lexeme_repeat`` characters,
+        each a lexeme, then a closing run with the quote; the counts of blocks are rules whose number
+        grows with the logarithm of the bound (``maxLength: 1000000`` is a few dozen rules, not 31,250)."""
         block = self.s.max_lexeme_repeat
         if (high is not None and high <= block) or (high is None and low <= block):
             return self._run(low, high, b'"', b'"')
-        full = self._run(block, block, b"", b"")
-        last = (high // block) if high is not None else -(-low // block)
-        if last >= self.s.max_grammar_size:  # (a rule per block: refused before the names are made)
-            raise LimitError(f"a string of {high if high is not None else low} characters needs more than "
-                             f"{self.s.max_grammar_size} grammar symbols", setting="max_grammar_size")
-        names = [self.r.fresh("len") for _ in range(last + 1)]
-        for k, name in enumerate(names):
-            alts: list[tuple[Symbol | None, ...]] = []
-            r_lo = max(0, low - k * block)
-            r_hi = block - 1 if high is None else min(block - 1, high - k * block)
-            if r_lo <= r_hi:
-                alts.append((self._run(r_lo, r_hi, b"", b'"'),))
-            if k < last:
-                alts.append((full, Ref(names[k + 1])))
-            elif high is None:
-                alts.append((full, Ref(name)))
-            self.r.define(name, alts)
-        return self.r.add("string", [(self.quote, Ref(names[0]))])
+        full = self._blocks(1)
+        fewest, first = divmod(low, block)  # the full blocks every string has, the characters after them
+        if high is None:
+            loop = self.r.fresh("len")
+            self.r.define(loop, [(self._closing(0, block - 1),), (full, Ref(loop))])
+            rest = [(self._closing(first, block - 1),), (full, Ref(loop))]
+        else:
+            most, last = divmod(high, block)
+            if fewest == most:
+                rest = [(self._closing(first, last),)]
+            else:  # fewest blocks and a run from `first` on; or more blocks, and at `most` a run to `last`
+                between = most - fewest - 1
+                after: Symbol = self._closing(0, last)
+                if between:
+                    after = self.r.add("len", [(self._up_to_blocks(between - 1, self._closing(0, block - 1)),),
+                                               (self._blocks(between), after)])
+                rest = [(self._closing(first, block - 1),), (full, after)]
+        head: tuple[Symbol, ...] = (self.quote,) if not fewest else (self.quote, self._blocks(fewest))
+        return self.r.add("string", [(*head, *alt) for alt in rest])
+
+    def _closing(self, low: int, high: int) -> Lexeme:
+        """``low`` to ``high`` characters and the closing quote."""
+        return self._run(low, high, b"", b'"')
+
+    def _blocks(self, count: int) -> Symbol:
+        """Exactly ``count`` (at least 1) full blocks of characters (one lexeme), a rule per halving."""
+        if count == 1:
+            return self._run(self.s.max_lexeme_repeat, self.s.max_lexeme_repeat, b"", b"")
+        half, odd = self._blocks(count // 2), (self._blocks(1),) * (count % 2)
+        return self._cached(("blocks", count), lambda: self.r.add("len", [(half, half, *odd)]))
+
+    def _up_to_blocks(self, count: int, then: Symbol) -> Symbol:
+        """None to ``count`` full blocks, then ``then``. ``0..2m+1`` blocks are ``0..m``, then none or
+        ``m+1``: each count is read one way only, so the parser's sets do not grow with the count."""
+        if count == 0:
+            return then
+        if count % 2 == 0:
+            return self.r.add("len", [(then,), (self._blocks(1), self._up_to_blocks(count - 1, then))])
+        half = count // 2
+        return self._up_to_blocks(half, self.r.add("len", [(then,), (self._blocks(half + 1), then)]))
 
     def _run(self, low: int, high: int | None, before: bytes, after: bytes) -> Lexeme:
         """``low`` to ``high`` characters of a JSON string between ``before`` and ``after`` (quotes or
