@@ -6,6 +6,7 @@ Oracles: Python's ``re`` (members are drawn by hypothesis from the pattern) and 
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -322,3 +323,24 @@ def test_compiling_pauses_garbage_collection_and_restores_it(named, monkeypatch)
         assert not gc.isenabled()  # off before: left off
     finally:
         gc.enable()
+
+
+def test_a_long_bounded_string_through_the_masks(named, compilers):
+    """A string of 40 to 100 characters is counted in 32-character lexemes by rules (see
+    ``JsonGrammarBuilder._length``): tokens that run across the blocks are allowed exactly while the
+    text stays inside the bound, and EOS exactly when it is within it."""
+    import json
+
+    compiled = compilers.json_schema({"type": "string", "minLength": 40, "maxLength": 100})
+    eos = named.vocab.eos_token_ids[0]
+    for n in [0, 31, 39, 40, 63, 64, 65, 96, 97, 100, 101, 130]:
+        text = ("many words, é and 日本 " * 8)[:n]
+        matcher = Matcher(compiled)
+        kept = True
+        for token in named.encode(json.dumps(text, ensure_ascii=False)):
+            if not _allowed(matcher, named.vocab.vocab_size)[token]:
+                kept = False
+                break
+            assert matcher.accept_token(token)
+        ends = kept and bool(_allowed(matcher, named.vocab.vocab_size)[eos])
+        assert ends is (40 <= n <= 100), n
