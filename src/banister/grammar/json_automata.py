@@ -15,7 +15,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from banister.errors import LimitError
-from banister.regex import DEAD, compile_regex
+from banister.regex import DEAD, RegexDFA, compile_regex, parse_pattern
 from banister.regex.charset import Ranges, normalize
 
 MAX_CP = 0x10FFFF
@@ -69,9 +69,21 @@ def _merge(items: Iterable[Edge]) -> list[Edge]:
 
 @lru_cache(maxsize=2048)
 def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000) -> CharDFA:
-    """The code-point DFA of a regex (banister syntax; ``search`` as in :func:`compile_regex`).
-    Memoised across schemas: the result is shared, so callers must not change it (none do)."""
-    dfa = compile_regex(pattern, search=search, max_states=max_states)
+    """The code-point DFA of a regex (banister syntax; ``search`` as in :func:`compile_regex`), its
+    leading lookaheads included (:func:`~banister.regex.parser.parse_pattern`: the product of the
+    rest with each lookahead, or its complement). Memoised across schemas: the result is shared, so
+    callers must not change it (none do)."""
+    core, looks = parse_pattern(pattern, extensions=True)
+    dfa = _code_points(compile_regex(core, search=search, max_states=max_states))
+    if not looks:
+        return dfa
+    parts = [dfa] + [_code_points(compile_regex(look.anchored, search=True, max_states=max_states)) for look in looks]
+    wanted = (True, *(not look.negative for look in looks))
+    return minimize(product(parts, lambda flags: flags == wanted, max_states=max_states))
+
+
+def _code_points(dfa: RegexDFA) -> CharDFA:
+    """The code-point DFA of a byte-level one (its whole reachable part)."""
     dfa.expand_from(dfa.start)
     table = dfa.transitions.tolist()
     memo: dict[tuple[int, int], list[Edge]] = {}

@@ -79,7 +79,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "pattern",
         "enforced",
         "ECMA-262 regex matching anywhere unless anchored",
-        "banister regex syntax; lookaround, backreferences and `\\b` are refused",
+        "banister regex syntax (docs/regex.md); lookaheads only right after a leading `^`, other "
+        "lookaround, backreferences and `\\b` are refused",
     ),
     Keyword(
         "format",

@@ -26,7 +26,7 @@ from banister.grammar import json_automata
 from banister.grammar.json_formats import FORMATS, OPENAPI_NUMBER_FORMATS, SPEC_FORMATS, format_regex
 from banister.grammar.json_keywords import FOREIGN, KEYWORDS, REFUSED
 from banister.grammar.json_resolve import Document, Location, escape_token
-from banister.regex import compile_regex, parse_regex
+from banister.regex import Lookahead, RegexDFA, compile_regex, parse_pattern
 from banister.regex.nodes import Node as RegexNode
 
 TYPES = ("null", "boolean", "object", "array", "number", "string")
@@ -339,8 +339,11 @@ DNF = list[Shape]
 
 
 @lru_cache(maxsize=4096)
-def _search_dfa(pattern: str) -> Any:
-    return compile_regex(pattern, search=True)
+def _search_dfas(pattern: str) -> tuple[RegexDFA, tuple[tuple[bool, RegexDFA], ...]]:
+    """The search DFA of a pattern without its leading lookaheads, and theirs (whether negative, DFA)."""
+    core, looks = schema_regex(pattern)
+    return compile_regex(core, search=True), tuple((look.negative, compile_regex(look.anchored, search=True))
+                                                    for look in looks)
 
 
 @lru_cache(maxsize=64)
@@ -354,7 +357,8 @@ def pattern_matches(pattern: str, s: str) -> bool:
         data = s.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return _search_dfa(pattern).matches(data)
+    core, looks = _search_dfas(pattern)
+    return core.matches(data) and all(dfa.matches(data) != negative for negative, dfa in looks)
 
 
 def format_matches(name: str, s: str) -> bool:
@@ -1929,11 +1933,12 @@ def text_keys(texts: Iterable[str]) -> set:
 
 
 @lru_cache(maxsize=2048)
-def schema_regex(pattern: str) -> RegexNode:
+def schema_regex(pattern: str) -> tuple[RegexNode, tuple[Lookahead, ...]]:
     """The syntax tree of a JSON Schema regex (``pattern``, a ``patternProperties`` name; no banister
-    extensions), parsed once: it is checked where the keyword is read, then split and planned where
-    its string is built (:mod:`json_strings`). RegexError when banister does not support it."""
-    return parse_regex(pattern)
+    extensions) and its leading lookaheads (:func:`~banister.regex.parser.parse_pattern`): it is
+    checked where the keyword is read, then split and planned where its string is built
+    (:mod:`json_strings`). RegexError when banister does not support it."""
+    return parse_pattern(pattern)
 
 
 @lru_cache(maxsize=4096)

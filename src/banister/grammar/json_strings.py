@@ -118,7 +118,12 @@ def _bounds(node: Node) -> tuple[int, int | None]:
 
 @lru_cache(maxsize=2048)
 def _split(pattern: str, search: bool) -> tuple[tuple[bool, Node, bool], ...] | None:
-    parts = _edge_split(schema_regex(pattern))
+    """The pattern's alternatives as :func:`_edge_split` gives them; None for a pattern with
+    lookaheads (an automaton product, :func:`json_automata.from_pattern`) or anchors inside."""
+    node, looks = schema_regex(pattern)
+    if looks:
+        return None
+    parts = _edge_split(node)
     if parts is None:
         return None
     if not search:

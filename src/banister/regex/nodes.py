@@ -81,3 +81,13 @@ class Machine:
 
 
 Node = CharSet | Concat | Alternate | Repeat | Anchor | Absent | Difference | Machine
+
+
+@dataclass(frozen=True, slots=True)
+class Lookahead:
+    """A lookahead at the start of a pattern (``^(?=...)``, ``^(?!...)``, see
+    :func:`~banister.regex.parser.parse_pattern`): a text must have (``negative``: must not have) a
+    match of ``anchored``, the lookahead's body after ``^``, read in search mode."""
+
+    negative: bool
+    anchored: Node

@@ -1,9 +1,9 @@
 """Regex text -> AST, for the ECMA-262 syntax JSON Schema ``pattern`` uses (code-point semantics).
 
 Everything is parsed into plain sets of code points, concatenation, alternation, bounded or unbounded
-repetition and the ``^``/``$`` anchors. Constructs that are not regular (backreferences, lookaround) or
-not supported (``\\b``, ``\\p{...}``) and malformed input raise :class:`RegexError` with the offset of
-the offending construct.
+repetition and the ``^``/``$`` anchors; lookaheads right after a leading ``^`` are taken apart by
+:func:`parse_pattern`. Constructs that are not regular (backreferences), other lookarounds, ``\\b``,
+``\\p{...}`` and malformed input raise :class:`RegexError` with the offset of the offending construct.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from functools import lru_cache
 from banister.errors import RegexError
 from banister.regex import charset
 from banister.regex.charset import Ranges
-from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Difference, Machine, Node, Repeat
+from banister.regex.nodes import Absent, Alternate, Anchor, CharSet, Concat, Difference, Lookahead, Machine, Node, Repeat
 from banister.regex.utf8 import MAX_CODE_POINT, SURROGATE_HI, SURROGATE_LO
 
 _BRACED = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
@@ -65,12 +65,26 @@ def parse_regex(pattern: str, *, extensions: bool = False) -> Node:
     return _Parser(pattern, extensions=extensions).parse()
 
 
+def parse_pattern(pattern: str, *, extensions: bool = False) -> tuple[Node, tuple[Lookahead, ...]]:
+    """``pattern`` with the lookaheads at its start taken apart: ``^(?!A)(?=B)C`` is the AST of ``^C``
+    and the lookaheads ``^A`` (negative) and ``^B``.
+
+    ``^`` holds at offset 0 only, so with search semantics a text matches the pattern exactly when it
+    has a match of ``^C``, none of ``^A`` and one of ``^B``: an intersection of regular languages and
+    complements, which the JSON front end builds as a product of automata. A lookahead anywhere else
+    (after other text, inside a group, or in a pattern with a top-level ``|``, whose other alternatives
+    it would not govern) raises :class:`RegexError`, as every lookahead does in :func:`parse_regex`.
+    """
+    return _Parser(pattern, extensions=extensions, lookaheads=True).parse_with_lookaheads()
+
+
 class _Parser:
     """Recursive descent over the pattern text; ``pos`` is the offset of the next unread character."""
 
-    def __init__(self, pattern: str, *, extensions: bool = False) -> None:
+    def __init__(self, pattern: str, *, extensions: bool = False, lookaheads: bool = False) -> None:
         self.text = pattern
         self.extensions = extensions
+        self.lookaheads = lookaheads
         self.pos = 0
         self.ignore_case = False
         self.depth = 0
@@ -84,11 +98,43 @@ class _Parser:
         return self.text[i] if i < len(self.text) else ""
 
     def parse(self) -> Node:
+        self.flags()
+        return self.whole()
+
+    def parse_with_lookaheads(self) -> tuple[Node, tuple[Lookahead, ...]]:
+        """See :func:`parse_pattern`."""
+        self.flags()
+        text = self.text
+        first = self.pos + 1
+        if not text.startswith("^", self.pos) or not text.startswith(("(?=", "(?!"), first):
+            return self.whole(), ()
+        looks = []
+        self.pos = first
+        while text.startswith(("(?=", "(?!"), self.pos):
+            start = self.pos
+            self.pos += 3
+            self.depth += 1
+            body = self.disjunction()
+            self.depth -= 1
+            if self.peek() != ")":
+                raise self.error("missing ')' for this group", start)
+            self.pos += 1
+            looks.append(Lookahead(text[start + 2] == "!", Concat((Anchor("start"), body))))
+        rest = self.whole()
+        if isinstance(rest, Alternate):
+            raise self.error("a lookahead after ^ is supported only in a pattern without a top-level '|'", first)
+        return Concat((Anchor("start"), rest)), tuple(looks)
+
+    def flags(self) -> None:
+        """Reads a leading ``(?i)`` (after refusing lone surrogates anywhere)."""
         if not self.text.isascii() and (m := _SURROGATES.search(self.text)):
             raise self.error("lone surrogate character (not encodable as UTF-8)", m.start())
         if self.text.startswith("(?i)"):
             self.ignore_case = True
             self.pos = 4
+
+    def whole(self) -> Node:
+        """The rest of the pattern, to its end."""
         node = self.disjunction()
         if self.pos < len(self.text):
             raise self.error("unbalanced ')'", self.pos)
@@ -183,7 +229,8 @@ class _Parser:
             if text.startswith("(?:", start):
                 self.pos = start + 3
             elif text.startswith(("(?=", "(?!"), start):
-                raise self.error("lookahead is not regular (not supported)", start)
+                where = "supported only right after a leading ^" if self.lookaheads else "not supported in this regex"
+                raise self.error(f"lookahead is {where}", start)
             elif text.startswith(("(?<=", "(?<!"), start):
                 raise self.error("lookbehind is not regular (not supported)", start)
             elif text.startswith("(?P=", start):
