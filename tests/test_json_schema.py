@@ -773,6 +773,37 @@ def test_arrays():
     assert matches(unique, '["y", 1, "x"]') and not matches(unique, '["x", 1, "x"]')
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # Every key admits any value, whichever pattern it matches: no split by pattern is needed (the
+        # pattern's automaton, over JSON text, would need more than max_states).
+        {"type": "object", "patternProperties": {"^.{1,255}$": {}}},
+        {"type": "object", "patternProperties": {"^.{1,255}$": True, "^x": {}}, "additionalProperties": {}},
+        {"type": "object"},  # (the empty key among them: its regex had left it out)
+        # A split it does need: 256 code-point states, a few more bytes each (UTF-8).
+        {"type": "object", "patternProperties": {"^.{1,255}$": {"type": "array"}}, "additionalProperties": {"type": "integer"}},
+    ],
+)
+def test_keys_of_a_long_counted_pattern(schema):
+    grammar = json_schema_to_grammar(schema, key_order="any")
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(3)
+    for _ in range(60):
+        value = {"".join(rng.choice("xyé中") for _ in range(rng.choice([0, 1, 5, 255, 256]))):
+                 rng.choice([[1], 2, "s"]) for _ in range(rng.randint(0, 2))}
+        assert matches(grammar, json.dumps(value)) is validator.is_valid(value), value
+
+
+def test_a_key_pattern_past_max_string_states_names_that_setting():
+    schema = {"type": "object", "patternProperties": {"^.{1,3000}$": {"type": "array"}}, "additionalProperties": False}
+    with pytest.raises(LimitError) as info:
+        json_schema_to_grammar(schema)
+    assert info.value.setting == "max_string_states"
+    wider = json_schema_to_grammar(schema, settings=SchemaSettings(max_string_states=3100))
+    assert matches(wider, json.dumps({"k" * 3000: []}))
+
+
 def test_objects_pattern_properties_and_names():
     schema = {
         "type": "object",

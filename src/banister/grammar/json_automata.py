@@ -15,7 +15,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from banister.errors import LimitError
-from banister.regex import DEAD, RegexDFA, compile_regex, parse_pattern
+from banister.regex import DEAD, Node, compile_regex, parse_pattern
 from banister.regex.charset import Ranges, normalize
 
 MAX_CP = 0x10FFFF
@@ -74,17 +74,28 @@ def from_pattern(pattern: str, *, search: bool = True, max_states: int = 10_000)
     rest with each lookahead, or its complement). Memoised across schemas: the result is shared, so
     callers must not change it (none do)."""
     core, looks = parse_pattern(pattern, extensions=True)
-    dfa = _code_points(compile_regex(core, search=search, max_states=max_states))
+    dfa = _code_points(core, search, max_states)
     if not looks:
         return dfa
-    parts = [dfa] + [_code_points(compile_regex(look.anchored, search=True, max_states=max_states)) for look in looks]
+    parts = [dfa] + [_code_points(look.anchored, True, max_states) for look in looks]
     wanted = (True, *(not look.negative for look in looks))
     return minimize(product(parts, lambda flags: flags == wanted, max_states=max_states))
 
 
-def _code_points(dfa: RegexDFA) -> CharDFA:
-    """The code-point DFA of a byte-level one (its whole reachable part)."""
-    dfa.expand_from(dfa.start)
+_BYTE_STATES_PER_CHARACTER = 16
+"""Byte-level states a regex may take per code-point state: ``.`` is one code-point state and nine
+more in the middle of its UTF-8 forms, so ``^.{1,255}$`` (2,561 byte states) fits where 300
+code-point states do."""
+
+
+def _code_points(node: Node, search: bool, max_states: int) -> CharDFA:
+    """The code-point DFA of a regex AST (determinised over bytes, then read back by code point)."""
+    too_many = LimitError(f"a pattern needs more than {max_states} automaton states", setting="max_string_states")
+    try:
+        dfa = compile_regex(node, search=search, max_states=max_states * _BYTE_STATES_PER_CHARACTER)
+        dfa.expand_from(dfa.start)
+    except LimitError as err:
+        raise too_many from err
     table = dfa.transitions.tolist()
     memo: dict[tuple[int, int], list[Edge]] = {}
     index = {dfa.start: 0}
@@ -106,6 +117,8 @@ def _code_points(dfa: RegexDFA) -> CharDFA:
         out = []
         for lo, hi, t in _merge(raw):
             if t not in index:
+                if len(order) == max_states:
+                    raise too_many
                 index[t] = len(order)
                 order.append(t)
             out.append((lo, hi, index[t]))

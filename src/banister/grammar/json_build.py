@@ -32,6 +32,7 @@ from banister.grammar.ir import Alternative, Expander, Grammar, Lexeme, Ref, Sym
 from banister.grammar.json_automata import CharDFA
 from banister.grammar.json_logic import (
     ALL_TYPES,
+    ANY,
     FALSE,
     TRUE,
     TYPES,
@@ -1239,13 +1240,16 @@ class JsonGrammarBuilder:
         language is split into regions by the rules (patternProperties, additionalProperties,
         propertyNames) and obligations that apply, each region with its value node."""
         rules = [(keys, node) for keys, node, _ in t.rules]
-        if not t.exists and all(keys[0] == "other" and not keys[2] for keys, _ in rules):
+        if not t.exists and (all(keys[0] == "other" and not keys[2] for keys, _ in rules)
+                             or all(self.logic.dnf(node) == [ANY] for _, node in rules)):
             # The usual case: one region, every key but the names (the rules' names are among them).
+            # So it is too where every rule admits any value (``patternProperties: {"^.{1,255}$": {}}``
+            # beside no ``additionalProperties``): splitting the keys by pattern would change nothing.
             value = self.symbol(node_and(*(node for _, node in rules)))
             if value is None:  # a closed object: no key text to build
                 return []
             pattern = json_keys_except(names)
-            if plain_names(names):
+            if names and plain_names(names):
                 offer_builder(pattern, functools.partial(_keys_except_dfa, tuple(names), self.string.pattern),
                               _string_states(self.string.pattern) + sum(map(len, names)) + 2)
             return [((self._lex(pattern), self.colon, value), 0)]

@@ -357,6 +357,8 @@ def json_keys_except(names: Iterable[str]) -> str:
     names' total length.
     """
     names = tuple(names)
+    if not names:
+        return '"' + ANY_CHAR + '*"'  # (``(?\\...|)`` would leave out the empty key)
     if plain_names(names):
         return '"(?\\' + ANY_CHAR + "*|" + "|".join(map(escape_text, names)) + ')"'
     return _keys_except(names)
