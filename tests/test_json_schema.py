@@ -261,6 +261,37 @@ def test_patterns_with_lengths_match_python(pattern):
             assert rx.matches(json.dumps(text).encode()) is expected, (pattern, low, high, text)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"pattern": "^https?://.+$", "maxLength": 100},
+        {"pattern": "^data:image/(jpg|jpeg|png|svg\\+xml);base64,[0-9a-zA-Z+/=]*$", "maxLength": 90},
+        {"pattern": "^[a-z][-a-z0-9.+]*$", "minLength": 40, "maxLength": 80},
+        {"pattern": "^x[a-z]{70,100}y$"},
+        {"pattern": "^(ab|c)?[a-c]{0,200}$", "minLength": 66, "maxLength": 150},
+    ],
+)
+def test_patterns_with_long_counted_runs_match_jsonschema(schema):
+    """A run longer than a lexeme holds (beside fixed prefixes of several lengths) is laid out in
+    32-character blocks (``json_strings.CountedRun``): exact at every length around the bounds."""
+    schema = {"type": "string", **schema}
+    grammar = json_schema_to_grammar(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(5)
+    pieces = ["", "http://", "https://", "data:image/jpg;base64,", "data:image/svg+xml;base64,", "x", "ab", "c"]
+    seen = set()
+    for _ in range(1000):
+        alphabet = rng.choice(["abc", "abcxy", "abc09+/=", "abcxy09+/=.-\u00e9:"])
+        length = rng.randint(0, 160) if rng.random() < 0.5 else rng.randint(55, 105)  # (near most bounds)
+        run = "".join(rng.choice(alphabet) for _ in range(length))
+        text = rng.choice(pieces) + run + rng.choice(["", "", "y"])  # (no final newline: before one,
+        # Python's ``$``, which jsonschema uses, holds too)
+        valid = validator.is_valid(text)
+        seen.add(valid)
+        assert matches(grammar, json.dumps(text)) is valid, (schema, text)
+    assert seen == {True, False}
+
+
 def _lexeme_accepts(dfa, data: bytes) -> bool:
     """Whether a lexeme's byte DFA (dead state 0, which every byte leaves dead) accepts ``data``."""
     state = dfa.start

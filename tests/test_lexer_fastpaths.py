@@ -332,7 +332,7 @@ def test_walks_are_kept_by_the_dfa_walked_not_its_pattern(gpt2):
 
     vocab = gpt2.vocab
     pattern = '"' + _repeat(ANY_CHAR, 0, 25) + '"'
-    counted = _run_dfa(0, 25, b'"', b'"', 10_000)
+    counted = _run_dfa(0, 25, b'"', b'"', ANY_CHAR, 10_000)
     regex = compile_regex(pattern, max_states=10_000)
     state = 1
     while state < regex.n_states:  # every row, as lexeme_dfa completes a compiled regex
@@ -413,20 +413,27 @@ def test_walks_derived_from_a_loop_equal_whole_walks(gpt2, pattern: str) -> None
 
 RUNS = [(0, 25, b'"', b'"'), (3, 7, b'"', b'"'), (40, 190, b'"', b'"'), (5, None, b'"', b'"'), (0, None, b'"', b'"'),
         (32, 32, b"", b""), (0, 31, b"", b'"'), (2, None, b"", b"")]
+UNITS = {"any": None, "base64": "[0-9a-zA-Z+/=]", "dot": "[^\n\r\u2028\u2029]"}
+"""Characters a run counts: any, or a class (as ``^data:...;base64,[0-9a-zA-Z+/=]*$`` or ``.+`` beside
+a long ``maxLength``), whose JSON text has escaped forms too (``\\/``, ``\\u00e9``)."""
 
 
-@pytest.mark.parametrize(("low", "high", "before", "after"), RUNS)
-def test_walks_cut_from_a_run_table_equal_whole_walks(gpt2, low, high, before, after) -> None:
+@pytest.mark.parametrize(("low", "high", "before", "after", "unit"),
+                         [(*run, "any") for run in RUNS] + [(0, 40, b'"', b'"', "base64"), (3, None, b"", b'"', "dot"),
+                                                            (32, 32, b"", b"", "base64")])
+def test_walks_cut_from_a_run_table_equal_whole_walks(gpt2, low, high, before, after, unit) -> None:
     """Every state of a counted run (a JSON string's characters between bounds) where a character
     begins, its walk cut from the vocabulary's table of characters per token, gets the same tokens and
     crossings as a plain walk of the whole trie; the other states are walked."""
     from banister.grammar.json_build import _repeat, _run_dfa
-    from banister.grammar.json_text import ANY_CHAR
+    from banister.grammar.json_text import ANY_CHAR, json_char
     from banister.parser.recognizer import GrammarAutomaton
+    from banister.regex import parse_regex
 
-    pattern = before.decode() + _repeat(ANY_CHAR, low, high) + after.decode()
+    unit = ANY_CHAR if UNITS[unit] is None else json_char(parse_regex(UNITS[unit]).ranges)
+    pattern = before.decode() + _repeat(unit, low, high) + after.decode()
     automaton = GrammarAutomaton(Grammar({"s": ((Lexeme(pattern),),)}, "s"), gpt2.vocab)
-    dfa = _run_dfa(low, high, before, after, 10_000)
+    dfa = _run_dfa(low, high, before, after, unit, 10_000)
     cuts = {state: automaton._walk_from_run(dfa, state) for state in range(1, dfa.n_states)}
     cuts = {state: got for state, got in cuts.items() if got is not None}
     assert len(cuts) == (high if high is not None else low) + 1  # every layer's start, the top included

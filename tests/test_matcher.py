@@ -325,16 +325,26 @@ def test_compiling_pauses_garbage_collection_and_restores_it(named, monkeypatch)
         gc.enable()
 
 
-def test_a_long_bounded_string_through_the_masks(named, compilers):
+@pytest.mark.parametrize(
+    ("schema", "prefix"),
+    [
+        ({"type": "string", "minLength": 40, "maxLength": 100}, ""),
+        # a fixed prefix of either length, then a counted run of a character class (no digits)
+        ({"type": "string", "pattern": "^(jpg|jpeg):[^0-9]*$", "minLength": 40, "maxLength": 100}, "jpeg:"),
+    ],
+)
+def test_a_long_bounded_string_through_the_masks(named, compilers, schema, prefix):
     """A string of 40 to 100 characters is counted in 32-character lexemes by rules (see
     ``JsonGrammarBuilder._length``): tokens that run across the blocks are allowed exactly while the
-    text stays inside the bound, and EOS exactly when it is within it."""
+    text stays inside the bound (and the pattern), and EOS exactly when it is within it."""
     import json
 
-    compiled = compilers.json_schema({"type": "string", "minLength": 40, "maxLength": 100})
+    compiled = compilers.json_schema(schema)
     eos = named.vocab.eos_token_ids[0]
-    for n in [0, 31, 39, 40, 63, 64, 65, 96, 97, 100, 101, 130]:
-        text = ("many words, é and 日本 " * 8)[:n]
+    body = "many words, é and 日本 " * 8
+    texts = [(prefix + body)[:n] for n in [0, 31, 39, 40, 63, 64, 65, 96, 97, 100, 101, 130]]
+    texts += [prefix + body[:20] + "7" + body[:30]] if prefix else []  # a digit the run does not take
+    for text in texts:
         matcher = Matcher(compiled)
         kept = True
         for token in named.encode(json.dumps(text, ensure_ascii=False)):
@@ -343,4 +353,4 @@ def test_a_long_bounded_string_through_the_masks(named, compilers):
                 break
             assert matcher.accept_token(token)
         ends = kept and bool(_allowed(matcher, named.vocab.vocab_size)[eos])
-        assert ends is (40 <= n <= 100), n
+        assert ends is (40 <= len(text) <= 100 and text.startswith(prefix) and "7" not in text), text

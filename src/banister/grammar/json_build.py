@@ -51,7 +51,7 @@ from banister.grammar.json_logic import (
     to_fraction,
 )
 from banister.grammar.json_numbers import exponent_forms, number_dfa
-from banister.grammar.json_strings import StringPlan, key_dfa_regex, string_plan
+from banister.grammar.json_strings import CountedRun, StringPlan, key_dfa_regex, string_plan
 from banister.grammar.json_text import (
     ANY_CHAR,
     INTEGER,
@@ -385,9 +385,9 @@ def _inner_states(label: LexemeDFA) -> int:
     return int(label.n_states - np.count_nonzero(label.accepting)) - 2
 
 
-def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, max_states: int) -> LexemeDFA:
+def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, unit: str, max_states: int) -> LexemeDFA:
     """The DFA of a run of JSON string characters (see ``JsonGrammarBuilder._run``)."""
-    return LexemeDFA.counted(lexeme_dfa(ANY_CHAR, max_states), low, high, before, after)
+    return LexemeDFA.counted(lexeme_dfa(unit, max_states), low, high, before, after)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -838,65 +838,74 @@ class JsonGrammarBuilder:
             return None
         if plan.kind == "regex":
             return self.r.lexeme(plan.regex)
-        if plan.kind == "length" or plan.dfa is None:
-            return self._length(plan.min_len, plan.max_len)
+        if plan.kind == "runs":
+            strings = [self._length(run) for run in plan.runs] + ([self.r.lexeme(plan.regex)] if plan.regex else [])
+            return strings[0] if len(strings) == 1 else self.r.add("string", [(each,) for each in strings])
+        assert plan.dfa is not None
         return self._dfa_rules(plan.dfa, json_char, self.quote, "chars", json_char_parts)
 
-    def _length(self, low: int, high: int | None) -> Symbol:
-        """Strings of ``low..high`` characters. A long one is blocks of ``max_lexeme_repeat`` characters,
-        each a lexeme, then a closing run with the quote; the counts of blocks are rules whose number
-        grows with the logarithm of the bound (``maxLength: 1000000`` is a few dozen rules, not 31,250)."""
+    def _length(self, run: CountedRun) -> Symbol:
+        """The strings of ``run``: its opening, ``low..high`` characters of its unit, its closing. A long
+        run is blocks of ``max_lexeme_repeat`` characters, each a lexeme, then a closing run with the
+        closing text and the quote; the counts of blocks are rules whose number grows with the logarithm
+        of the bound (``maxLength: 1000000`` is a few dozen rules, not 31,250)."""
+        low, high, unit = run.low, run.high, run.unit
         block = self.s.max_lexeme_repeat
         if (high is not None and high <= block) or (high is None and low <= block):
-            return self._run(low, high, b'"', b'"')
-        full = self._blocks(1)
+            if not run.opening:
+                return self._run(low, high, '"', run.closing + '"', unit)
+            return self.r.add("string", [(self._lex('"' + run.opening), self._closing(low, high, run))])
+        full = self._blocks(1, unit)
         fewest, first = divmod(low, block)  # the full blocks every string has, the characters after them
         if high is None:
             loop = self.r.fresh("len")
-            self.r.define(loop, [(self._closing(0, block - 1),), (full, Ref(loop))])
-            rest = [(self._closing(first, block - 1),), (full, Ref(loop))]
+            self.r.define(loop, [(self._closing(0, block - 1, run),), (full, Ref(loop))])
+            rest = [(self._closing(first, block - 1, run),), (full, Ref(loop))]
         else:
             most, last = divmod(high, block)
             if fewest == most:
-                rest = [(self._closing(first, last),)]
+                rest = [(self._closing(first, last, run),)]
             else:  # fewest blocks and a run from `first` on; or more blocks, and at `most` a run to `last`
                 between = most - fewest - 1
-                after: Symbol = self._closing(0, last)
+                after: Symbol = self._closing(0, last, run)
                 if between:
-                    after = self.r.add("len", [(self._up_to_blocks(between - 1, self._closing(0, block - 1)),),
-                                               (self._blocks(between), after)])
-                rest = [(self._closing(first, block - 1),), (full, after)]
-        head: tuple[Symbol, ...] = (self.quote,) if not fewest else (self.quote, self._blocks(fewest))
+                    up_to = self._up_to_blocks(between - 1, self._closing(0, block - 1, run), unit)
+                    after = self.r.add("len", [(up_to,), (self._blocks(between, unit), after)])
+                rest = [(self._closing(first, block - 1, run),), (full, after)]
+        opening = self._lex('"' + run.opening) if run.opening else self.quote
+        head: tuple[Symbol, ...] = (opening,) if not fewest else (opening, self._blocks(fewest, unit))
         return self.r.add("string", [(*head, *alt) for alt in rest])
 
-    def _closing(self, low: int, high: int) -> Lexeme:
-        """``low`` to ``high`` characters and the closing quote."""
-        return self._run(low, high, b"", b'"')
+    def _closing(self, low: int, high: int | None, run: CountedRun) -> Lexeme:
+        """``low`` to ``high`` characters of ``run``'s unit, its closing text and the quote."""
+        return self._run(low, high, "", run.closing + '"', run.unit)
 
-    def _blocks(self, count: int) -> Symbol:
-        """Exactly ``count`` (at least 1) full blocks of characters (one lexeme), a rule per halving."""
+    def _blocks(self, count: int, unit: str) -> Symbol:
+        """Exactly ``count`` (at least 1) full blocks of ``unit`` (one lexeme), a rule per halving."""
         if count == 1:
-            return self._run(self.s.max_lexeme_repeat, self.s.max_lexeme_repeat, b"", b"")
-        half, odd = self._blocks(count // 2), (self._blocks(1),) * (count % 2)
-        return self._cached(("blocks", count), lambda: self.r.add("len", [(half, half, *odd)]))
+            return self._run(self.s.max_lexeme_repeat, self.s.max_lexeme_repeat, "", "", unit)
+        half, odd = self._blocks(count // 2, unit), (self._blocks(1, unit),) * (count % 2)
+        return self._cached(("blocks", unit, count), lambda: self.r.add("len", [(half, half, *odd)]))
 
-    def _up_to_blocks(self, count: int, then: Symbol) -> Symbol:
-        """None to ``count`` full blocks, then ``then``. ``0..2m+1`` blocks are ``0..m``, then none or
-        ``m+1``: each count is read one way only, so the parser's sets do not grow with the count."""
+    def _up_to_blocks(self, count: int, then: Symbol, unit: str) -> Symbol:
+        """None to ``count`` full blocks of ``unit``, then ``then``. ``0..2m+1`` blocks are ``0..m``, then
+        none or ``m+1``: each count is read one way only, so the parser's sets do not grow with it."""
         if count == 0:
             return then
         if count % 2 == 0:
-            return self.r.add("len", [(then,), (self._blocks(1), self._up_to_blocks(count - 1, then))])
+            return self.r.add("len", [(then,), (self._blocks(1, unit), self._up_to_blocks(count - 1, then, unit))])
         half = count // 2
-        return self._up_to_blocks(half, self.r.add("len", [(then,), (self._blocks(half + 1), then)]))
+        return self._up_to_blocks(half, self.r.add("len", [(then,), (self._blocks(half + 1, unit), then)]), unit)
 
-    def _run(self, low: int, high: int | None, before: bytes, after: bytes) -> Lexeme:
-        """``low`` to ``high`` characters of a JSON string between ``before`` and ``after`` (quotes or
-        nothing), as one lexeme whose DFA is offered to be built layer by layer (``LexemeDFA.counted``)."""
-        pattern = before.decode() + _repeat(ANY_CHAR, low, high) + after.decode()
-        unit = lexeme_dfa(ANY_CHAR, 1 << 16)
-        offer_builder(pattern, functools.partial(_run_dfa, low, high, before, after),
-                      LexemeDFA.counted_states(unit, low, high, before, after))
+    def _run(self, low: int, high: int | None, before: str, after: str, unit: str) -> Lexeme:
+        """``low`` to ``high`` characters of ``unit`` between the regexes ``before`` and ``after``, as one
+        lexeme. Between quotes or nothing, its DFA is offered to be built layer by layer
+        (``LexemeDFA.counted``); with other text around it the regex compiler builds it."""
+        pattern = before + _repeat(unit, low, high) + after
+        if before in ("", '"') and after in ("", '"'):
+            ends = before.encode(), after.encode()
+            offer_builder(pattern, functools.partial(_run_dfa, low, high, *ends, unit),
+                          LexemeDFA.counted_states(lexeme_dfa(unit, 1 << 16), low, high, *ends))
         return self._lex(pattern)
 
     def _dfa_rules(self, dfa: CharDFA, label: Any, close: Lexeme | None, prefix: str, parts: Any = None

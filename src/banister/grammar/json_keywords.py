@@ -73,7 +73,8 @@ KEYWORDS: tuple[Keyword, ...] = (
     Keyword("minLength", "enforced", "at least n code points (an escape is one character)", ""),
     Keyword("maxLength", "enforced", "at most n code points",
             "a long bound is lexemes of 32 characters counted by rules that halve the count (a few dozen rules "
-            "for a million characters); beside a `pattern` or `format` the combined "
+            "for a million characters), and so is a long run of one character class in a `pattern` of fixed "
+            "text around it (`^https?://.+$`); beside another `pattern` or a `format` the combined "
             "automaton (about the pattern's states times n) must fit in `max_string_states`"),
     Keyword(
         "pattern",

@@ -4,7 +4,8 @@ A ``pattern`` (JSON Schema search semantics) is translated AST to AST: every cha
 JSON text of one such character (raw or escaped, see :mod:`json_text`), and an end left unanchored gets
 ``any character*``. Length bounds are folded into the pattern when they are implied or when the pattern
 is one counted run (``^[a-z]+$`` with ``maxLength: 8`` is ``[a-z]{1,8}``); other combinations go through
-:mod:`json_automata`.
+:mod:`json_automata`. A run longer than a lexeme should hold (``^https?://.+$`` with ``maxLength: 2048``)
+is planned as a :class:`CountedRun`, which the builder lays out in blocks.
 """
 
 from __future__ import annotations
@@ -23,14 +24,27 @@ from banister.regex.nodes import Alternate, Anchor, CharSet, Concat, Node, Repea
 
 
 @dataclass(frozen=True)
+class CountedRun:
+    """The strings of ``opening`` (a regex of JSON text, after the quote), then ``low`` to ``high``
+    (None: no bound) characters of ``unit`` (the regex of one character's JSON text), then ``closing``
+    (before the quote)."""
+
+    low: int
+    high: int | None
+    unit: str = ANY_CHAR
+    opening: str = ""
+    closing: str = ""
+
+
+@dataclass(frozen=True)
 class StringPlan:
-    """How to emit a string: ``regex`` (the whole lexeme, quotes included), ``length`` (any characters,
-    ``min_len`` to ``max_len``: the builder splits long runs), or ``dfa`` (rules, one per state)."""
+    """How to emit a string: ``regex`` (the whole lexeme, quotes included), ``runs`` (the strings of any
+    of ``runs``, or of ``regex`` when there is one: the builder splits long runs into blocks), or
+    ``dfa`` (rules, one per state)."""
 
     kind: str
     regex: str = ""
-    min_len: int = 0
-    max_len: int | None = None
+    runs: tuple[CountedRun, ...] = ()
     dfa: CharDFA | None = None
 
 
@@ -170,9 +184,9 @@ def _length_range(parts: tuple[tuple[bool, Node, bool], ...]) -> tuple[int, int 
 
 
 _MAX_LENGTH_VARIANTS = 16
-_MAX_VARIANT_RUN = 64
-"""Longest bounded run kept in a lexeme when the pattern was expanded into variants (a longer one
-makes a lexeme with one automaton state per character; the automaton path splits it instead)."""
+_MAX_LEXEME_RUN = 64
+"""Longest bounded run of characters kept in a pattern's lexeme (a lexeme has an automaton state per
+character counted; a longer run is a :class:`CountedRun`)."""
 
 
 def _push_length(parts: tuple[tuple[bool, Node, bool], ...], min_len: int, max_len: int | None):
@@ -191,17 +205,15 @@ def _push_length(parts: tuple[tuple[bool, Node, bool], ...], min_len: int, max_l
             if pushed is None:
                 return None
             if isinstance(pushed, Concat):
-                if len(variants) > 1 and any(
-                    isinstance(i, Repeat) and i.max is not None and i.max > _MAX_VARIANT_RUN for i in pushed.items
-                ):
-                    return None
                 out.append((True, pushed, True))
     return tuple(out)
 
 
 def _fixed_variants(items: list[Node]) -> list[list[Node]] | None:
-    """``items`` with every short bounded variable piece (at most 4 counts) but one main run (the
-    unbounded one, else the last) fixed to one count per variant (at most ``_MAX_LENGTH_VARIANTS``)."""
+    """``items`` with every variable piece but one main run (the unbounded one, else the last) fixed
+    to one length per variant (at most ``_MAX_LENGTH_VARIANTS``): a short bounded repeat (at most 4
+    counts) to each count, an alternation of fixed-length options (``(jpg|jpeg|png)``) to the options
+    of each length."""
     variable = [i for i, item in enumerate(items) if _bounds(item)[0] != _bounds(item)[1]]
     unbounded = [i for i in variable if _bounds(items[i])[1] is None]
     if len(unbounded) > 1:
@@ -212,12 +224,43 @@ def _fixed_variants(items: list[Node]) -> list[list[Node]] | None:
         item = items[i]
         if i == main:
             continue
-        if not (isinstance(item, Repeat) and item.max is not None and item.max - item.min <= 3):
+        if isinstance(item, Repeat) and item.max is not None and item.max - item.min <= 3:
+            fixed: list[Node] = [Repeat(item.item, k, k) for k in range(item.min, item.max + 1)]
+        elif isinstance(item, Alternate) and all(_bounds(o)[0] == _bounds(o)[1] for o in item.options):
+            by_length: dict[int, list[Node]] = {}
+            for option in item.options:
+                by_length.setdefault(_bounds(option)[0], []).append(option)
+            fixed = [group[0] if len(group) == 1 else Alternate(tuple(group)) for group in by_length.values()]
+        else:
             return None
-        variants = [[*v[:i], Repeat(item.item, k, k), *v[i + 1 :]] for v in variants for k in range(item.min, item.max + 1)]
+        variants = [[*v[:i], piece, *v[i + 1 :]] for v in variants for piece in fixed]
         if len(variants) > _MAX_LENGTH_VARIANTS:
             return None
     return variants
+
+
+def _counted_runs(parts: tuple[tuple[bool, Node, bool], ...]) -> StringPlan | None:
+    """A ``runs`` plan for anchored alternatives of which some hold a bounded run of characters too long
+    for a lexeme (each at most one): a :class:`CountedRun` each, the others one regex; None when there
+    is no such run, or a run the plan cannot take (two in one alternative, an unanchored one)."""
+    short: list[tuple[bool, Node, bool]] = []
+    runs: list[CountedRun] = []
+    for start, core, end in parts:
+        items = list(core.items) if isinstance(core, Concat) else [core]
+        long = [i for i, item in enumerate(items)
+                if isinstance(item, Repeat) and item.max is not None and item.max > _MAX_LEXEME_RUN]
+        if not long:
+            short.append((start, core, end))
+            continue
+        run = items[long[0]]
+        if len(long) > 1 or not (start and end) or not (isinstance(run, Repeat) and isinstance(run.item, CharSet)
+                                                        and run.item.ranges):
+            return None
+        opening, closing = render(Concat(tuple(items[: long[0]]))), render(Concat(tuple(items[long[0] + 1 :])))
+        runs.append(CountedRun(run.min, run.max, json_char(run.item.ranges), opening, closing))
+    if not runs:
+        return None
+    return StringPlan("runs", '"' + _content(tuple(short)) + '"' if short else "", tuple(runs))
 
 
 def _push_one(items: list[Node], min_len: int, max_len: int | None) -> Concat | tuple[()] | None:
@@ -261,7 +304,7 @@ def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_reg
     sources += [(format_regex(f, term.max_len), False) for f, _ in term.formats]
     if not (term.neg_patterns or term.neg_formats or term.excluded):
         if not sources:
-            return StringPlan("length", min_len=term.min_len, max_len=term.max_len)
+            return StringPlan("runs", runs=(CountedRun(term.min_len, term.max_len),))
         if len(sources) == 1:
             parts = _split(*sources[0])
             if parts is not None:
@@ -273,7 +316,7 @@ def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_reg
                         return None
                     parts = pushed
                 if parts is not None:
-                    return StringPlan("regex", '"' + _content(parts) + '"')
+                    return _counted_runs(parts) or StringPlan("regex", '"' + _content(parts) + '"')
     dfa = string_dfa(term, max_states=max_states)
     if json_automata.is_empty(dfa):
         return None
