@@ -23,6 +23,7 @@ COMPILED = [
     "src/banister/grammar/json_logic.py",
     "src/banister/grammar/json_build.py",
     "src/banister/grammar/json_text.py",
+    "src/banister/grammar/json_bytes.py",
     "src/banister/grammar/json_strings.py",
     "src/banister/grammar/json_automata.py",
     "src/banister/grammar/regex_text.py",

@@ -51,6 +51,7 @@ from banister.grammar.json_logic import (
     to_fraction,
 )
 from banister.grammar.json_numbers import exponent_forms, number_dfa
+from banister.grammar.json_bytes import text_dfa
 from banister.grammar.json_strings import CountedRun, StringPlan, key_dfa_regex, string_plan
 from banister.grammar.json_text import (
     ANY_CHAR,
@@ -383,6 +384,26 @@ def _inner_states(label: LexemeDFA) -> int:
     """The states of a one-character label's DFA between its start and its end: those neither dead,
     nor the start, nor accepting (a character ends where it is accepted)."""
     return int(label.n_states - np.count_nonzero(label.accepting)) - 2
+
+
+@functools.lru_cache(maxsize=1024)
+def _built_text(dfa: CharDFA) -> LexemeDFA | None:
+    """:func:`json_bytes.text_dfa` of a string plan's DFA (plans are cached, and so their DFAs' bytes),
+    or None past ``_MAX_TEXT_STATES``."""
+    try:
+        return text_dfa(dfa, quoted=True, max_states=_MAX_TEXT_STATES)
+    except LimitError:
+        return None
+
+
+_MAX_TEXT_STATES = 1 << 16
+"""Most states :func:`_built_text` builds (a lexeme DFA is held to the automaton's ``max_states``,
+10,000 by default, when it is used)."""
+
+
+def _prebuilt(dfa: LexemeDFA, max_states: int) -> LexemeDFA:
+    """An offered builder that hands over a DFA built already (``lexeme_dfa`` checks its size)."""
+    return dfa
 
 
 def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, unit: str, max_states: int) -> LexemeDFA:
@@ -837,12 +858,22 @@ class JsonGrammarBuilder:
         if plan is None:
             return None
         if plan.kind == "regex":
-            return self.r.lexeme(plan.regex)
+            return self.r.lexeme(plan.regex) if plan.dfa is None else self._text_lexeme(plan.regex, plan.dfa)
         if plan.kind == "runs":
             strings = [self._length(run) for run in plan.runs] + ([self.r.lexeme(plan.regex)] if plan.regex else [])
             return strings[0] if len(strings) == 1 else self.r.add("string", [(each,) for each in strings])
         assert plan.dfa is not None
         return self._dfa_rules(plan.dfa, json_char, self.quote, "chars", json_char_parts)
+
+    def _text_lexeme(self, pattern: str, dfa: CharDFA) -> Symbol | None:
+        """The lexeme ``pattern``, the JSON strings of the non-empty ``dfa``, its byte DFA offered as built
+        from ``dfa`` directly (:func:`json_bytes.text_dfa`): the regex compiler took most of a slow
+        schema's compile time over such regexes (a key region's, thousands of characters long)."""
+        built = _built_text(dfa)
+        if built is None:  # past the bound: the regex compiler says how far
+            return self.r.lexeme(pattern)
+        offer_builder(pattern, functools.partial(_prebuilt, built), built.n_states)
+        return self._lex(pattern)
 
     def _length(self, run: CountedRun) -> Symbol:
         """The strings of ``run``: its opening, ``low..high`` characters of its unit, its closing. A long

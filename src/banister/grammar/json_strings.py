@@ -38,9 +38,10 @@ class CountedRun:
 
 @dataclass(frozen=True)
 class StringPlan:
-    """How to emit a string: ``regex`` (the whole lexeme, quotes included), ``runs`` (the strings of any
-    of ``runs``, or of ``regex`` when there is one: the builder splits long runs into blocks), or
-    ``dfa`` (rules, one per state)."""
+    """How to emit a string: ``regex`` (the whole lexeme, quotes included; written from ``dfa`` when
+    there is one, whose bytes are then built from it), ``runs`` (the strings of any of ``runs``, or of
+    ``regex`` when there is one: the builder splits long runs into blocks), or ``dfa`` (rules, one per
+    state)."""
 
     kind: str
     regex: str = ""
@@ -322,7 +323,7 @@ def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_reg
         return None
     regex = json_automata.to_regex(dfa, json_char, max_length=max_regex_length)
     if regex is not None:
-        return StringPlan("regex", '"' + regex + '"')
+        return StringPlan("regex", '"' + regex + '"', dfa=dfa)
     return StringPlan("dfa", dfa=dfa)
 
 
@@ -333,5 +334,5 @@ def key_dfa_regex(dfa: CharDFA, max_regex_length: int) -> StringPlan | None:
         return None
     regex = json_automata.to_regex(dfa, json_char, max_length=max_regex_length)
     if regex is not None:
-        return StringPlan("regex", '"' + regex + '"')
+        return StringPlan("regex", '"' + regex + '"', dfa=dfa)
     return StringPlan("dfa", dfa=dfa)

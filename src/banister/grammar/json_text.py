@@ -26,10 +26,10 @@ from banister.grammar.regex_text import (
 from banister.regex import charset
 from banister.regex.charset import Ranges
 
-_SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
-_RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
-_U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
-_ESCAPE_RELEVANT: Ranges = charset.normalize([*_U_ESCAPABLE, (0x2F, 0x2F)])
+SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
+_ESCAPE_RELEVANT: Ranges = charset.normalize([*U_ESCAPABLE, (0x2F, 0x2F)])
 _ASCII: Ranges = ((0, 0x7F),)
 _MAX_GROUP_NESTING = 90
 
@@ -172,10 +172,10 @@ def escape_tail(ranges: Ranges) -> str | None:
 @lru_cache(maxsize=4096)
 def _escape_tail(ranges: Ranges) -> str | None:
     alts = []
-    for cp, letter in _SHORT_ESCAPES.items():
+    for cp, letter in SHORT_ESCAPES.items():
         if intersect(ranges, charset.single(cp)):
             alts.append(escape_char(ord(letter)))
-    escapable = intersect(ranges, _U_ESCAPABLE)
+    escapable = intersect(ranges, U_ESCAPABLE)
     bmp = intersect(escapable, ((0, 0xFFFF),))
     if bmp:
         alts.append("u" + hex_set(bmp, 4))
@@ -189,7 +189,7 @@ def _escape_tail(ranges: Ranges) -> str | None:
 def json_char(ranges: Ranges) -> str:
     """A regex (one unit) for the JSON string text of one code point of ``ranges``: raw or escaped, see
     the module docstring."""
-    raw = subtract(ranges, _RAW_FORBIDDEN)
+    raw = subtract(ranges, RAW_FORBIDDEN)
     tail = escape_tail(ranges)
     if tail is None and not raw:
         raise ValueError("json_char of an empty set")
@@ -202,7 +202,7 @@ def json_char_parts(ranges: Ranges) -> tuple[str, ...]:
     non-ASCII characters and escapes), each there when not empty. An automaton's states mostly differ
     in the ASCII characters they read next and read escapes and non-ASCII characters alike: written
     apart, the second regex recurs from state to state (see ``Machine`` in the NFA builder)."""
-    raw = subtract(ranges, _RAW_FORBIDDEN)
+    raw = subtract(ranges, RAW_FORBIDDEN)
     ascii_raw = intersect(raw, _ASCII)
     rest = subtract(raw, _ASCII)
     tail = escape_tail(ranges)
@@ -495,7 +495,7 @@ def _leave_step(children: frozenset[str]) -> str | None:
     """The non-ASCII or escaped characters that leave a trie node whose branches are ``children``, as
     one regex unit; None if there are none. (Cached: most nodes have one or two branches.)"""
     others = charset.negate(charset.normalize((ord(c), ord(c)) for c in children))
-    wide = subtract(intersect(others, ((0x80, 0x10FFFF),)), _RAW_FORBIDDEN)
+    wide = subtract(intersect(others, ((0x80, 0x10FFFF),)), RAW_FORBIDDEN)
     tail = escape_tail(others)
     alts = ([char_class(wide)] if wide else []) + (["\\\\" + tail] if tail is not None else [])
     return "(?:" + "|".join(alts) + ")" if alts else None

@@ -232,7 +232,7 @@ class _Parser:
                 where = "supported only right after a leading ^" if self.lookaheads else "not supported in this regex"
                 raise self.error(f"lookahead is {where}", start)
             elif text.startswith(("(?<=", "(?<!"), start):
-                raise self.error("lookbehind is not regular (not supported)", start)
+                raise self.error("lookbehind is not supported", start)
             elif text.startswith("(?P=", start):
                 raise self.error("backreference (?P=...) is not regular (not supported)", start)
             elif text.startswith(("(?<", "(?P<"), start):
