@@ -96,3 +96,53 @@ def test_text_dfa_past_max_states_raises():
 
     with pytest.raises(LimitError):
         text_dfa(json_automata.from_pattern("^[😀-😂é]{1,40}$"), quoted=True, max_states=50)
+
+
+@pytest.mark.parametrize("max_regex_length", [20_000, 10])
+def test_strings_built_from_automata_through_real_masks(gpt2, max_regex_length):
+    """A key region and a product of string constraints, whose bytes the automaton takes from
+    ``text_dfa`` (a short ``max_regex_length`` makes them ``(?@...)`` automaton lexemes): a document is
+    accepted token by token, EOS included, exactly when ``jsonschema`` finds it valid."""
+    import json
+
+    import jsonschema
+
+    from banister.compiler import Compiler
+    from banister.grammar.json_build import SchemaSettings
+    from banister.mask.bitmask import allocate_token_bitmask, unpack_bitmask
+    from banister.matcher import Matcher
+
+    schema = {
+        "type": "object",
+        "patternProperties": {"^x-": {"type": "integer"}},
+        "propertyNames": {"maxLength": 6},
+        "additionalProperties": {"type": "string", "pattern": "^[a-cé]+$", "not": {"pattern": "bb"}},
+    }
+    compiled = Compiler(gpt2.vocab, cache_size=0).json_schema(
+        schema, key_order="any", settings=SchemaSettings(max_regex_length=max_regex_length))
+    machines = [p for p in compiled.automaton._patterns if p.startswith("\"(?@")]
+    assert bool(machines) is (max_regex_length == 10)
+    from banister.parser.lexer import _builders
+
+    assert all(pattern in _builders for pattern in machines)  # built from the DFA, not the regex
+    validator = jsonschema.Draft202012Validator(schema)
+    eos, size = gpt2.vocab.eos_token_ids[0], gpt2.vocab.vocab_size
+    bitmask = allocate_token_bitmask(1, size)
+    rng = random.Random(max_regex_length)
+    seen = set()
+    for _ in range(60):
+        value = {rng.choice(["x-1", "x-", "ab", "abcdefg", "é", "x-long"]): rng.choice([1, "ab", "abb", "cé", ""])
+                 for _ in range(rng.randint(0, 2))}
+        matcher, ok = Matcher(compiled), True
+        for token in gpt2.encode(json.dumps(value, ensure_ascii=rng.random() < 0.5)):
+            matcher.fill_next_token_bitmask(bitmask)
+            if not unpack_bitmask(bitmask, size)[0][token]:
+                ok = False
+                break
+            assert matcher.accept_token(token)
+        if ok:
+            matcher.fill_next_token_bitmask(bitmask)
+            ok = bool(unpack_bitmask(bitmask, size)[0][eos])
+        seen.add(ok)
+        assert ok is validator.is_valid(value), value
+    assert seen == {True, False}

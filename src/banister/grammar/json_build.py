@@ -863,17 +863,25 @@ class JsonGrammarBuilder:
             strings = [self._length(run) for run in plan.runs] + ([self.r.lexeme(plan.regex)] if plan.regex else [])
             return strings[0] if len(strings) == 1 else self.r.add("string", [(each,) for each in strings])
         assert plan.dfa is not None
-        return self._dfa_rules(plan.dfa, json_char, self.quote, "chars", json_char_parts)
+        symbol = self._dfa_rules(plan.dfa, json_char, self.quote, "chars", json_char_parts)
+        if isinstance(symbol, Lexeme):  # one automaton lexeme (``(?@...)``): its bytes built from the DFA too
+            self._offer_text(symbol.pattern, plan.dfa)
+        return symbol
 
     def _text_lexeme(self, pattern: str, dfa: CharDFA) -> Symbol | None:
-        """The lexeme ``pattern``, the JSON strings of the non-empty ``dfa``, its byte DFA offered as built
-        from ``dfa`` directly (:func:`json_bytes.text_dfa`): the regex compiler took most of a slow
-        schema's compile time over such regexes (a key region's, thousands of characters long)."""
+        """The lexeme ``pattern``, the JSON strings of the non-empty ``dfa`` (see :meth:`_offer_text`)."""
+        return self._lex(pattern) if self._offer_text(pattern, dfa) else self.r.lexeme(pattern)
+
+    @staticmethod
+    def _offer_text(pattern: str, dfa: CharDFA) -> bool:
+        """Offer the byte DFA of ``pattern``, the JSON strings of the non-empty ``dfa``, as built from
+        ``dfa`` directly (:func:`json_bytes.text_dfa`): the regex compiler took much of a slow schema's
+        compile time over such regexes (a key region's, thousands of characters long). False past
+        ``_MAX_TEXT_STATES`` (the regex compiler then says how far)."""
         built = _built_text(dfa)
-        if built is None:  # past the bound: the regex compiler says how far
-            return self.r.lexeme(pattern)
-        offer_builder(pattern, functools.partial(_prebuilt, built), built.n_states)
-        return self._lex(pattern)
+        if built is not None:
+            offer_builder(pattern, functools.partial(_prebuilt, built), built.n_states)
+        return built is not None
 
     def _length(self, run: CountedRun) -> Symbol:
         """The strings of ``run``: its opening, ``low..high`` characters of its unit, its closing. A long
