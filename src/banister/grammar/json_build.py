@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -386,24 +387,14 @@ def _inner_states(label: LexemeDFA) -> int:
     return int(label.n_states - np.count_nonzero(label.accepting)) - 2
 
 
-@functools.lru_cache(maxsize=1024)
-def _built_text(dfa: CharDFA) -> LexemeDFA | None:
-    """:func:`json_bytes.text_dfa` of a string plan's DFA (plans are cached, and so their DFAs' bytes),
-    or None past ``_MAX_TEXT_STATES``."""
-    try:
-        return text_dfa(dfa, quoted=True, max_states=_MAX_TEXT_STATES)
-    except LimitError:
-        return None
+def _text_dfa(dfa: CharDFA, max_states: int) -> LexemeDFA:
+    """The offered builder of a string planned from ``dfa`` (see ``JsonGrammarBuilder._text_lexeme``)."""
+    return text_dfa(dfa, quoted=True, max_states=max_states)
 
 
-_MAX_TEXT_STATES = 1 << 16
-"""Most states :func:`_built_text` builds (a lexeme DFA is held to the automaton's ``max_states``,
-10,000 by default, when it is used)."""
-
-
-def _prebuilt(dfa: LexemeDFA, max_states: int) -> LexemeDFA:
-    """An offered builder that hands over a DFA built already (``lexeme_dfa`` checks its size)."""
-    return dfa
+_UNKNOWN_STATES = sys.maxsize
+"""The bound a builder offers when its states are not known before it runs: :func:`lexeme_is_empty` then
+builds the lexeme when its grammar is compiled, as it would have compiled the regex."""
 
 
 def _run_dfa(low: int, high: int | None, before: bytes, after: bytes, unit: str, max_states: int) -> LexemeDFA:
@@ -865,23 +856,15 @@ class JsonGrammarBuilder:
         assert plan.dfa is not None
         symbol = self._dfa_rules(plan.dfa, json_char, self.quote, "chars", json_char_parts)
         if isinstance(symbol, Lexeme):  # one automaton lexeme (``(?@...)``): its bytes built from the DFA too
-            self._offer_text(symbol.pattern, plan.dfa)
+            self._text_lexeme(symbol.pattern, plan.dfa)
         return symbol
 
-    def _text_lexeme(self, pattern: str, dfa: CharDFA) -> Symbol | None:
-        """The lexeme ``pattern``, the JSON strings of the non-empty ``dfa`` (see :meth:`_offer_text`)."""
-        return self._lex(pattern) if self._offer_text(pattern, dfa) else self.r.lexeme(pattern)
-
-    @staticmethod
-    def _offer_text(pattern: str, dfa: CharDFA) -> bool:
-        """Offer the byte DFA of ``pattern``, the JSON strings of the non-empty ``dfa``, as built from
-        ``dfa`` directly (:func:`json_bytes.text_dfa`): the regex compiler took much of a slow schema's
-        compile time over such regexes (a key region's, thousands of characters long). False past
-        ``_MAX_TEXT_STATES`` (the regex compiler then says how far)."""
-        built = _built_text(dfa)
-        if built is not None:
-            offer_builder(pattern, functools.partial(_prebuilt, built), built.n_states)
-        return built is not None
+    def _text_lexeme(self, pattern: str, dfa: CharDFA) -> Lexeme:
+        """The lexeme ``pattern``, the JSON strings of the non-empty ``dfa``, its byte DFA offered as built
+        from ``dfa`` directly (:func:`json_bytes.text_dfa`): the regex compiler took much of a slow
+        schema's compile time over such regexes (a key region's, thousands of characters long)."""
+        offer_builder(pattern, functools.partial(_text_dfa, dfa), _UNKNOWN_STATES)
+        return self._lex(pattern)
 
     def _length(self, run: CountedRun) -> Symbol:
         """The strings of ``run``: its opening, ``low..high`` characters of its unit, its closing. A long
@@ -890,10 +873,12 @@ class JsonGrammarBuilder:
         of the bound (``maxLength: 1000000`` is a few dozen rules, not 31,250)."""
         low, high, unit = run.low, run.high, run.unit
         block = self.s.max_lexeme_repeat
-        if (high is not None and high <= block) or (high is None and low <= block):
-            if not run.opening:
-                return self._run(low, high, '"', run.closing + '"', unit)
-            return self.r.add("string", [(self._lex('"' + run.opening), self._closing(low, high, run))])
+        short = (high is not None and high <= block) or (high is None and low <= block)
+        if short and not run.opening:
+            return self._run(low, high, '"', run.closing + '"', unit)
+        opening = self._lex('"' + run.opening) if run.opening else self.quote
+        if short:
+            return self.r.add("string", [(opening, self._closing(low, high, run))])
         full = self._blocks(1, unit)
         fewest, first = divmod(low, block)  # the full blocks every string has, the characters after them
         if high is None:
@@ -911,7 +896,6 @@ class JsonGrammarBuilder:
                     up_to = self._up_to_blocks(between - 1, self._closing(0, block - 1, run), unit)
                     after = self.r.add("len", [(up_to,), (self._blocks(between, unit), after)])
                 rest = [(self._closing(first, block - 1, run),), (full, after)]
-        opening = self._lex('"' + run.opening) if run.opening else self.quote
         head: tuple[Symbol, ...] = (opening,) if not fewest else (opening, self._blocks(fewest, unit))
         return self.r.add("string", [(*head, *alt) for alt in rest])
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from banister.errors import LimitError
 from banister.grammar.json_automata import CharDFA, Edge, trim
-from banister.grammar.json_text import RAW_FORBIDDEN, SHORT_ESCAPES, U_ESCAPABLE
+from banister.grammar.json_text import ESCAPE_RELEVANT, RAW_FORBIDDEN, SHORT_ESCAPES, U_ESCAPABLE
 from banister.grammar.regex_text import subtract
 from banister.parser.lexer import LexemeDFA, table_dtype
 from banister.regex import DEAD
@@ -39,6 +39,8 @@ _RAW_BY_LENGTH: tuple[Ranges, ...] = (
 """The code points written raw in UTF-8 sequences of 1 to 4 bytes."""
 _U_SINGLE: Ranges = subtract(normalize([(lo, min(hi, 0xFFFF)) for lo, hi in U_ESCAPABLE if lo <= 0xFFFF]), _SURROGATES)
 """The code points written as one ``\\uXXXX``."""
+_ESCAPED: Ranges = subtract(ESCAPE_RELEVANT, _SURROGATES)
+"""The code points with an escaped form: short, one ``\\uXXXX`` or a surrogate pair."""
 _ASTRAL = 0x10000
 
 Map = tuple[tuple[int, int, Any], ...]
@@ -108,12 +110,11 @@ class _Builder:
         elif kind == "at":
             self.boundary(key[1], out)
         elif kind == "esc":
-            edges = self.dfa.edges[key[1]]
             for cp, letter in SHORT_ESCAPES.items():
-                target = _lookup(edges, cp)
-                if target is not None:
+                target = self.dfa.step(key[1], cp)
+                if target >= 0:
                     out[ord(letter)] = self.state(("at", target))
-            units = _units(edges)
+            units = _units(self.dfa.edges[key[1]])
             if units:
                 out[ord("u")] = self.state(("hex", 4, units))
         elif kind == "utf8":
@@ -142,7 +143,7 @@ class _Builder:
             raw = _clip(edges, _RAW_BY_LENGTH[length - 1])
             for x, part in _parts(tuple(raw), 64 ** (length - 1)).items():  # the lead byte's payload bits
                 out[lead + x] = self.inside("utf8", length - 1, part)
-        if any(_lookup(edges, cp) is not None for cp in SHORT_ESCAPES) or _units(edges):
+        if _clip(edges, _ESCAPED):  # (a state ``row`` fills: some escape leads on)
             out[0x5C] = self.state(("esc", q))
         if self.quoted and self.dfa.accepting[q]:
             out[0x22] = self.state(("end",))
@@ -154,13 +155,6 @@ class _Builder:
             return self.state((kind, remaining, block))
         target = block[0][2]
         return self.state(("at", target) if isinstance(target, int) else ("low", target))
-
-
-def _lookup(edges: tuple[Edge, ...], cp: int) -> int | None:
-    for lo, hi, target in edges:
-        if lo <= cp <= hi:
-            return target
-    return None
 
 
 def _clip(edges: tuple[Edge, ...], ranges: Ranges) -> list[Edge]:

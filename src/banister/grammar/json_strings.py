@@ -318,18 +318,17 @@ def string_plan(term: StrTerm, *, max_enum_values: int, max_states: int, max_reg
                     parts = pushed
                 if parts is not None:
                     return _counted_runs(parts) or StringPlan("regex", '"' + _content(parts) + '"')
-    dfa = string_dfa(term, max_states=max_states)
-    if json_automata.is_empty(dfa):
-        return None
-    regex = json_automata.to_regex(dfa, json_char, max_length=max_regex_length)
-    if regex is not None:
-        return StringPlan("regex", '"' + regex + '"', dfa=dfa)
-    return StringPlan("dfa", dfa=dfa)
+    return _automaton_plan(string_dfa(term, max_states=max_states), max_regex_length)
 
 
 def key_dfa_regex(dfa: CharDFA, max_regex_length: int) -> StringPlan | None:
     """A plan for the JSON strings of a key language given as a DFA."""
-    dfa = json_automata.minimize(dfa)
+    return _automaton_plan(json_automata.minimize(dfa), max_regex_length)
+
+
+def _automaton_plan(dfa: CharDFA, max_regex_length: int) -> StringPlan | None:
+    """The plan of the strings of a minimal ``dfa``: its regex (its bytes built from ``dfa``), or rules
+    when the regex would be longer than ``max_regex_length``; None when it accepts nothing."""
     if json_automata.is_empty(dfa):
         return None
     regex = json_automata.to_regex(dfa, json_char, max_length=max_regex_length)

@@ -29,7 +29,7 @@ from banister.regex.charset import Ranges
 SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 RAW_FORBIDDEN: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 U_ESCAPABLE: Ranges = charset.normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)])
-_ESCAPE_RELEVANT: Ranges = charset.normalize([*U_ESCAPABLE, (0x2F, 0x2F)])
+ESCAPE_RELEVANT: Ranges = charset.normalize([*U_ESCAPABLE, (0x2F, 0x2F)])
 _ASCII: Ranges = ((0, 0x7F),)
 _MAX_GROUP_NESTING = 90
 
@@ -166,7 +166,7 @@ def _raw(ranges: Ranges) -> Ranges:
 def escape_tail(ranges: Ranges) -> str | None:
     """A regex for what follows the backslash when one code point of ``ranges`` is written escaped;
     None if none of them may be."""
-    return _escape_tail(intersect(ranges, _ESCAPE_RELEVANT))
+    return _escape_tail(intersect(ranges, ESCAPE_RELEVANT))
 
 
 @lru_cache(maxsize=4096)
