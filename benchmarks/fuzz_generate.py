@@ -10,6 +10,7 @@ Where ``jsonschema`` disagrees for a reason the docs name, the text is counted u
 :func:`verdict`); anything else is listed as unexplained::
 
     .venv/bin/python benchmarks/fuzz_generate.py --tokenizer gpt2 [--sample N] [--walks 3] [--seed 0]
+        [--suite DIR] [--option key_order='"any"'] [--json OUT]
 """
 
 from __future__ import annotations
@@ -179,8 +180,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--walks", type=int, default=3, help="random generations per schema")
     ap.add_argument("--max-tokens", type=int, default=400, help="a walk longer than this is given up")
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
+                    help='a compile option, its value as JSON (--option key_order=\'"any"\'); repeatable')
     ap.add_argument("--json", help="also write the counts and the unexplained texts as JSON to this file")
     args = ap.parse_args()
+    options = {name: json.loads(value) for name, _, value in (o.partition("=") for o in args.option)}
     # jsonschema runs ECMA patterns through Python's re, which warns of classes it may read otherwise one day
     warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -199,7 +203,7 @@ def main() -> None:
     started = time.perf_counter()
     for record in records:
         try:
-            compiled = compiler.json_schema(record["schema"])
+            compiled = compiler.json_schema(record["schema"], **options)
         except Exception:  # noqa: BLE001 - a refused schema generates nothing (the bench counts refusals)
             counts["schemas refused"] += 1
             continue
@@ -215,7 +219,7 @@ def main() -> None:
                 wrong.append({"id": record["id"], "what": found, "text": text})
     elapsed = time.perf_counter() - started
     print(f"{args.tokenizer}: {counts['schemas']} schemas ({counts['schemas refused']} refused), "
-          f"{args.walks} walks each, {elapsed:.0f} s")
+          f"{args.walks} walks each, {elapsed:.0f} s" + (f", options {options}" if options else ""))
     for key in ("done", "too long", "valid", *EXPLAINED[2:], "unexplained", "not JSON", "dead end", "refused"):
         print(f"  {key:18s} {counts[key]}")
     for item in wrong[:20]:
