@@ -1,20 +1,29 @@
-"""benchmarks/fuzz_generate.py: random generations under the masks of MaskBench schemas, checked by the
-``jsonschema`` package. A sample runs here with no wrong answer; the whole split is in the docs."""
+"""benchmarks/fuzz_generate.py: random generations under the masks of MaskBench's and the
+JSON-Schema-Test-Suite's schemas, checked by the ``jsonschema`` package, and under Lark grammars, checked
+by the ``lark`` package. Samples run here with no wrong answer; the whole split is in the docs."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from shared_data import JSON_SCHEMA_TEST_SUITE, MASKBENCH_DEV
+from test_ebnf_lark import LALR_AGREES, grammar, lark_accepts, lark_parser
+
+from banister import Compiler, Matcher, allocate_token_bitmask
+from banister.vocab.named import load_named
 
 SCRIPT = Path(__file__).parent.parent / "benchmarks" / "fuzz_generate.py"
 
 
+@functools.cache
 def _script():
     spec = importlib.util.spec_from_file_location("fuzz_generate", SCRIPT)
     module = importlib.util.module_from_spec(spec)
@@ -67,3 +76,32 @@ def test_random_generations_are_valid(tmp_path, source):
     assert found["wrong"] == [], found["wrong"][:3]
     assert counts["schemas"] >= 70 and counts["done"] >= 100, counts
     assert counts.get("valid", 0) >= 0.9 * counts["done"], counts
+
+
+@functools.cache
+def _gpt2_tokens():
+    """GPT-2's vocabulary, its tokens' bytes and which hold a character that ends something in these
+    grammars (a string, a bracket, a CSV row)."""
+    vocab = load_named("gpt2").vocab
+    texts = [vocab.token_bytes(t) for t in range(vocab.vocab_size)]
+    return vocab, texts, np.array([any(c in t for c in b'"]}),\n') for t in texts])
+
+
+@pytest.mark.parametrize("relative", LALR_AGREES)
+def test_random_generations_under_lark_grammars_are_what_lark_parses(relative):
+    """The same random generation (``walk``) under the masks of the Lark grammars whose language the
+    ``lark`` package reads as banister does: every allowed token is accepted, no state short of the end
+    allows nothing, and ``lark``'s own parser accepts every finished text."""
+    vocab, texts, closing = _gpt2_tokens()
+    compiled = Compiler(vocab).grammar_ir(grammar(relative))
+    theirs = lark_parser(relative)
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    rng = random.Random(relative)
+    finished = 0
+    for _ in range(30):
+        status, data = _script().walk(Matcher(compiled), vocab, texts, closing, rng, 300, bitmask)
+        assert status in ("done", "too long"), (status, data)
+        if status == "done":
+            finished += 1
+            assert lark_accepts(theirs, data.decode("utf-8")), data
+    assert finished >= 10, finished
