@@ -1,6 +1,7 @@
 """Random generation under banister's masks, every finished text checked by the ``jsonschema`` package.
 
-For each MaskBench schema banister compiles, each walk starts a matcher and picks, token by token, a
+For each schema banister compiles (MaskBench's, or with ``--suite`` the JSON-Schema-Test-Suite's), each
+walk starts a matcher and picks, token by token, a
 random token the mask allows (most often one holding a closing character ``" ] } ,``, so strings and
 containers end), and stops where EOS is allowed, now and then. Three things would be wrong answers:
 a finished text that ``jsonschema`` rejects (formats asserted, as banister asserts them), a token the
@@ -43,7 +44,7 @@ CLOSE_BIAS = 0.6
 _SPACES = {"\ufeff": " ", "\x1c": "x", "\x1d": "x", "\x1e": "x", "\x1f": "x", "\x85": "x"}
 """Characters that ECMA-262's ``\\s`` (banister's) and Python's (``jsonschema``'s) class apart, each
 with one both class alike (U+FEFF is white space to ECMA only; the others to Python only)."""
-_ECMA_WORD = re.compile(r"[A-Za-z0-9_]")
+_ECMA_WORD = re.compile(r"[A-Za-z0-9_]")  # ECMA-262's \w (Python's adds the letters and digits past ASCII)
 EXPLAINED = ("too long", "valid", "repeated key", "regex dialect", "double rounding", "no Python regex")
 """What a walk may end in without a wrong answer (a walk given up, or a text ``jsonschema`` accepts or
 rejects for a documented reason, see :func:`verdict`)."""
@@ -90,17 +91,21 @@ def verdict(schema: Any, text: str) -> str:
     - ``"double rounding"``: valid once the schema's and the text's numbers are read exactly (Python reads
       ``1e308`` as the nearest double, not ten to the 308th).
     """
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    formats = cls.FORMAT_CHECKER  # the draft's own checkers (a bare FormatChecker mixes the drafts')
     try:
         value = json.loads(text)
     except ValueError:
         return "not JSON"
     try:
-        if cls(schema, format_checker=formats).is_valid(value):
-            return "valid"
+        return _verdict(schema, text, value)
     except re.error:
         return "no Python regex"
+
+
+def _verdict(schema: Any, text: str, value: Any) -> str:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    formats = cls.FORMAT_CHECKER  # the draft's own checkers (a bare FormatChecker mixes the drafts')
+    if cls(schema, format_checker=formats).is_valid(value):
+        return "valid"
     if _repeats_a_key(text) and cls(_without_counts(schema), format_checker=formats).is_valid(value):
         return "repeated key"
     neutral = _dialect_free(value)
