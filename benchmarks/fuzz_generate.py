@@ -52,6 +52,12 @@ _EXACT_DIGITS = 1000
 """Digits of the decimal arithmetic that reads numbers exactly (``multipleOf`` of a number of 309 digits)."""
 
 
+def token_texts(vocab: Any, closers: bytes = b'"]},') -> tuple[list[bytes], np.ndarray]:
+    """Each token's bytes, and which of them hold one of ``closers`` (what :func:`walk` favours)."""
+    texts = [vocab.token_bytes(t) for t in range(vocab.vocab_size)]
+    return texts, np.array([any(c in t for c in closers) for t in texts])
+
+
 def walk(matcher: Matcher, vocab: Any, texts: list[bytes], closing: np.ndarray, rng: random.Random,
          max_tokens: int, bitmask: np.ndarray) -> tuple[str, bytes]:
     """One random generation: ``("done" | "too long" | "dead end" | "refused", text)``."""
@@ -195,8 +201,7 @@ def main() -> None:
 
     named = load_named(args.tokenizer)
     vocab = named.vocab
-    texts = [vocab.token_bytes(t) for t in range(vocab.vocab_size)]
-    closing = np.array([any(c in t for c in b'"]},') for t in texts])
+    texts, closing = token_texts(vocab)
     records = suite_records(args.suite) if args.suite else list(read_records(args.data))
     rng = random.Random(args.seed)
     if args.sample:

@@ -8,13 +8,11 @@ import functools
 import importlib.util
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from shared_data import JSON_SCHEMA_TEST_SUITE, MASKBENCH_DEV
+from shared_data import JSON_SCHEMA_TEST_SUITE
+from test_bench_maskbench import _run_benchmark
 from test_ebnf_lark import LALR_AGREES, grammar, lark_accepts, lark_parser
 
 from banister import Compiler, Matcher, allocate_token_bitmask
@@ -62,15 +60,13 @@ def test_random_generations_are_valid(tmp_path, source):
     generation is valid under ``jsonschema`` (or differs only as the docs say), every allowed token is
     accepted, and no state short of the end allows nothing."""
     if source == "maskbench":
-        data = ["--data", str(MASKBENCH_DEV), "--sample", "80"]
-    else:
+        data = ["--sample", "80"]
+    elif JSON_SCHEMA_TEST_SUITE.exists():
         data = ["--suite", str(JSON_SCHEMA_TEST_SUITE)]
-    if not Path(data[1]).exists():
-        pytest.skip(f"{data[1]} not present")
+    else:
+        pytest.skip("the JSON-Schema-Test-Suite is not present")
     out = tmp_path / "fuzz.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), *data, "--tokenizer", "gpt2", "--walks", "2", "--seed", "5",
-                           "--json", str(out)], capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _run_benchmark("fuzz_generate.py", *data, "--tokenizer", "gpt2", "--walks", "2", "--seed", "5", "--json", str(out))
     found = json.loads(out.read_text())
     counts = found["counts"]
     assert found["wrong"] == [], found["wrong"][:3]
@@ -83,8 +79,7 @@ def _gpt2_tokens():
     """GPT-2's vocabulary, its tokens' bytes and which hold a character that ends something in these
     grammars (a string, a bracket, a CSV row)."""
     vocab = load_named("gpt2").vocab
-    texts = [vocab.token_bytes(t) for t in range(vocab.vocab_size)]
-    return vocab, texts, np.array([any(c in t for c in b'"]}),\n') for t in texts])
+    return (vocab, *_script().token_texts(vocab, b'"]}),\n'))
 
 
 @pytest.mark.parametrize("relative", LALR_AGREES)
