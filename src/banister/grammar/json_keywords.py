@@ -121,7 +121,9 @@ KEYWORDS: tuple[Keyword, ...] = (
         "enforced",
         "complement",
         "the complement of a rule over matching keys (`additionalProperties`...) is 'some such key breaks it', "
-        "at most two per object; refused for `uniqueItems`, enums of arrays or objects, and narrowed formats",
+        "at most two per object; of an enum of arrays or objects, 'a count or set of keys no value has, or the "
+        "first item or key (keys in sorted order) where the instance leaves the values'; refused for "
+        "`uniqueItems` and narrowed formats",
     ),
     Keyword("if", "enforced", "`(if and then) or (not if and else)`", "needs the complement of `if`"),
     Keyword("then", "enforced", "see `if`", ""),

@@ -33,7 +33,9 @@ TYPES = ("null", "boolean", "object", "array", "number", "string")
 ALL_TYPES = frozenset(TYPES)
 _TYPE_NAMES = frozenset(TYPES) | {"integer"}
 
-# A node is a conjunction of items: ("loc", pointer), ("not", node) or ("false",).
+# A node is a conjunction of items: ("loc", pointer), ("values", texts), ("not", node) or ("false",).
+# ("values", texts) admits exactly the JSON values of ``texts`` (what complements of enums of arrays
+# and objects say of their items and members).
 Item = tuple
 Node = tuple[Item, ...]
 TRUE: Node = ()
@@ -63,6 +65,11 @@ def node_not(node: Node) -> Node:
 
 def loc_node(pointer: str) -> Node:
     return (("loc", pointer),)
+
+
+def values_node(values: Iterable[Any]) -> Node:
+    """The node admitting exactly the JSON ``values``."""
+    return (("values", _texts(list(values))),)
 
 
 def to_fraction(value: Any) -> Fraction:
@@ -237,7 +244,6 @@ class ArrTerm:
     contains: tuple[Contains, ...] = ()
     unique: str | None = None
     values: tuple[str, ...] | None = None
-    excluded: tuple[str, ...] = ()
     evaluated: int | None = field(default=0, compare=False)
     """Annotation for ``unevaluatedItems``: the leading items evaluated whenever the term holds (None:
     all). An under-approximation (``contains`` is not counted), so using it only narrows."""
@@ -258,7 +264,6 @@ class ObjTerm:
     max_props: int | None = None
     deps: tuple[tuple[str, tuple[str, ...]], ...] = ()
     values: tuple[str, ...] | None = None
-    excluded: tuple[str, ...] = ()
     exists: tuple[tuple[KeySet, Node, str], ...] = ()
     """Some key in the set has a value valid under the node (the complement of a rule)."""
     evaluated: tuple[frozenset[str], frozenset[str]] | None = field(
@@ -464,7 +469,6 @@ def merge_arr(a: ArrTerm, b: ArrTerm) -> ArrTerm:
         _uniq(a.contains + b.contains),
         a.unique or b.unique,
         _meet_values(a.values, b.values),
-        a.excluded + b.excluded,
         None if a.evaluated is None or b.evaluated is None else max(a.evaluated, b.evaluated),
     )
 
@@ -483,7 +487,6 @@ def merge_obj(a: ObjTerm, b: ObjTerm) -> ObjTerm:
         hi,
         _uniq(a.deps + b.deps),
         _meet_values(a.values, b.values),
-        a.excluded + b.excluded,
         _uniq(a.exists + b.exists),
         None
         if a.evaluated is None or b.evaluated is None
@@ -616,6 +619,8 @@ class Logic:
                     result = []
                 elif item[0] == "loc":
                     result = self.conj(result, self.expand(item[1]), "")
+                elif item[0] == "values":
+                    result = self.conj(result, [_values_shape([json.loads(text) for text in item[1]])], "")
                 else:
                     result = self.conj(result, self.negate(self.dnf(item[1]), ""), "")
                 if not result:
@@ -1213,13 +1218,10 @@ class Logic:
         if t.unique:
             raise SchemaError("the complement of uniqueItems can't be enforced", t.unique, "uniqueItems")
         if t.values is not None:
-            raise SchemaError("the complement of an enum of arrays can't be enforced", where, "enum")
-        if t.excluded:
-            out.append(ArrTerm(values=t.excluded))
+            out.extend(_arrays_outside([json.loads(text) for text in t.values]))
         return out
 
-    @staticmethod
-    def _negate_object(t: ObjTerm, where: str) -> list[ObjTerm]:
+    def _negate_object(self, t: ObjTerm, where: str) -> list[ObjTerm]:
         out = []
         for name, node in t.props:
             if node != TRUE:
@@ -1239,9 +1241,28 @@ class Logic:
             for other in needed:
                 out.append(ObjTerm(props=((other, FALSE),), required=frozenset({name})))
         if t.values is not None:
-            raise SchemaError("the complement of an enum of objects can't be enforced", where, "enum")
-        if t.excluded:
-            out.append(ObjTerm(values=t.excluded))
+            out.extend(self._objects_outside([json.loads(text) for text in t.values], where))
+        return out
+
+    def _objects_outside(self, values: list[dict], where: str) -> list[ObjTerm]:
+        """Objects equal to none of ``values``, as a union: a set of keys none of them has (for each
+        value's set: one of its keys missing, or all of them and more members), or one of their sets of
+        keys with the members' values leaving the values' trie, in the keys' sorted order, at one key.
+        The keys of a set are always required where it counts, so a named key is never repeated to
+        make up a count."""
+        by_keys: dict[tuple[str, ...], list[dict]] = {}
+        for v in values:
+            by_keys.setdefault(tuple(sorted(v)), []).append(v)
+        other_keys: DNF = [Shape(frozenset({"object"}))]
+        for keys in by_keys:
+            not_these = [ObjTerm(props=((k, FALSE),)) for k in keys]
+            not_these.append(ObjTerm(required=frozenset(keys), min_props=len(keys) + 1))
+            other_keys = self.conj(other_keys, [Shape(frozenset({"object"}), object=o) for o in not_these], where)
+        out = [s.object for s in other_keys]
+        for keys, group in by_keys.items():
+            for prefix, nexts in _trie_branches([[v[k] for k in keys] for v in group]):
+                members = (*(values_node([x]) for x in prefix), node_not(values_node(nexts)))
+                out.append(ObjTerm(props=tuple(zip(keys, members)), required=frozenset(keys), max_props=len(keys)))
         return out
 
     def _one_schema(self, node: Node) -> tuple[Location, frozenset[str]] | None:
@@ -1694,8 +1715,6 @@ class Logic:
         key = canon(value)
         if t.values is not None and key not in text_keys(t.values):
             return False
-        if key in text_keys(t.excluded):
-            return False
         if t.unique and len({canon(v) for v in value}) != n:
             return False
         for i, node in t.at:
@@ -1716,8 +1735,6 @@ class Logic:
             return False
         key = canon(value)
         if t.values is not None and key not in text_keys(t.values):
-            return False
-        if key in text_keys(t.excluded):
             return False
         if not t.required <= value.keys():
             return False
@@ -1918,6 +1935,34 @@ def _values_shape(values: list) -> Shape:
         array=ArrTerm(values=_texts(kinds["array"])),
         object=ObjTerm(values=_texts(kinds["object"])),
     )
+
+
+def _arrays_outside(values: list[list]) -> list[ArrTerm]:
+    """Arrays equal to none of ``values``, as a union: a length none has, or one of their lengths with
+    the items leaving the values' trie at one position."""
+    if not values:
+        return [_DEFAULT_ARR]
+    lengths = sorted({len(v) for v in values})
+    out = [ArrTerm(min_items=lo, max_items=hi - 1) for lo, hi in zip([0, *(n + 1 for n in lengths)], lengths) if lo < hi]
+    out.append(ArrTerm(min_items=lengths[-1] + 1))
+    for n in lengths:
+        out.extend(
+            ArrTerm(min_items=n, max_items=n,
+                    at=(*((i, values_node([x])) for i, x in enumerate(prefix)), (len(prefix), node_not(values_node(nexts)))))
+            for prefix, nexts in _trie_branches([v for v in values if len(v) == n])
+        )
+    return out
+
+
+def _trie_branches(rows: list[list]) -> list[tuple[list, list]]:
+    """For each prefix of the ``rows`` (lists of one length) short of their end, in JSON equality: the
+    prefix and the values that follow it in the rows. A list of that length differs from every row
+    exactly when, after one of these prefixes, its next value is none of those that follow."""
+    groups: dict[Any, tuple[list, list]] = {}
+    for row in rows:
+        for j in range(len(row)):
+            groups.setdefault(canon(row[:j]), (row[:j], []))[1].append(row[j])
+    return list(groups.values())
 
 
 def _texts(values: list) -> tuple[str, ...]:
