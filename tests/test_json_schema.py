@@ -903,6 +903,28 @@ def test_complements_of_key_rules():
         assert matches(grammar, json.dumps(value)) is ok, value
 
 
+@pytest.mark.parametrize("schema", [
+    # One branch per key, each closed: "some key other than b's" is met by a's own key, so each branch
+    # is one term, not the product of the others' complements (pyrseas' privileges).
+    {"oneOf": [{"type": "object", "properties": {k: {"type": "boolean"}}, "additionalProperties": False}
+               for k in "abcdefghij"]},
+    {"oneOf": [{"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"], "additionalProperties": False},
+               {"type": "object", "properties": {"c": {}}, "additionalProperties": False},
+               {"type": "object", "patternProperties": {"^[a-c]$": {"type": "integer"}},
+                "additionalProperties": False}]},
+    {"allOf": [{"properties": {"a": {}, "b": {}}, "additionalProperties": False},
+               {"not": {"properties": {"a": {}}, "additionalProperties": False}},
+               {"not": {"properties": {"b": {}}, "additionalProperties": False}}]},
+])
+def test_complements_of_closed_objects_settle_on_their_keys(schema):
+    validator = jsonschema.Draft202012Validator(schema)
+    grammar = json_schema_to_grammar(schema, key_order="any")
+    values = [{}, {"a": True}, {"b": False}, {"a": 1}, {"c": 2}, {"a": True, "b": True}, {"a": 1, "c": 2},
+              {"j": True}, {"a": True, "j": False}, {"d": None}, {"b": 1, "c": 1}, {"x": 1}, [], "a"]
+    for value in values:
+        assert matches(grammar, json.dumps(value)) is validator.is_valid(value), value
+
+
 def test_recursion_and_regex_function():
     tree = {
         "type": "object",

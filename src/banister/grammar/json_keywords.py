@@ -121,7 +121,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "enforced",
         "complement",
         "the complement of a rule over matching keys (`additionalProperties`...) is 'some such key breaks it', "
-        "at most two per object; of an enum of arrays or objects, 'a count or set of keys no value has, or the "
+        "at most two per object once those a required key or the object's only possible key meets are "
+        "settled; of an enum of arrays or objects, 'a count or set of keys no value has, or the "
         "first item or key (keys in sorted order) where the instance leaves the values'; refused for "
         "`uniqueItems` and narrowed formats",
     ),

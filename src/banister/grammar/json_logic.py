@@ -660,12 +660,48 @@ class Logic:
             return a
         if len(a) * len(b) > self.opts.max_alternatives * 4:
             raise LimitError(f"intersecting {len(a)} by {len(b)} alternatives at #{where}", setting="max_alternatives")
-        out = compact(self.prune(merge(s, t)) for s in a for t in b)
+        out = compact(self.prune(self._settle(merge(s, t))) for s in a for t in b)
         if len(out) > self.opts.max_alternatives:
             raise LimitError(
                 f"more than {self.opts.max_alternatives} alternatives at #{where}", setting="max_alternatives"
             )
         return out
+
+    def _settle(self, shape: Shape) -> Shape:
+        """``shape`` with the object's "some key" obligations that any value meets (what ``not`` makes of
+        ``additionalProperties: false``) settled by the keys the term allows: met by a required key of
+        the set; where the term admits only named keys (``additionalProperties: false`` of its own), the
+        set's one such name becomes required, and with none the object is impossible. So the branches of
+        a ``oneOf`` of closed objects come out as one term each, not a product of complements."""
+        t = shape.object
+        if not t.exists or "object" not in shape.types:
+            return shape
+        closed: set[str] | None = None
+        for keys, node, _ in t.rules:
+            if keys[0] == "pattern" and node != FALSE:
+                closed = None
+                break
+            if keys[0] == "other" and node == FALSE:
+                closed = set(keys[1]) if closed is None else closed & set(keys[1])
+        required, kept = set(t.required), []
+        for obligation in t.exists:
+            keys, witness, _ = obligation
+            if witness != TRUE:
+                kept.append(obligation)
+                continue
+            if any(self.key_in(keys, name) for name in required):
+                continue
+            names = None if closed is None else [name for name in closed if self.key_in(keys, name)]
+            if names is None or len(names) > 1:
+                kept.append(obligation)
+            elif names:
+                required.add(names[0])
+            else:
+                return shape.only(shape.types - {"object"})
+        if len(kept) == len(t.exists):
+            return shape
+        term = replace(t, required=frozenset(required), exists=tuple(kept))
+        return Shape(shape.types, shape.boolean, shape.number, shape.string, shape.array, term, shape.narrowed)
 
     def disj(self, *dnfs: DNF) -> DNF:
         out = compact(s for d in dnfs for s in d)
