@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from test_json_schema_helpers import Reorder, matches
 
 from banister.errors import LimitError, SchemaError
+from banister.grammar.json_formats import FORMATS
+from banister.grammar.json_logic import pattern_matches
 from banister.grammar.json_schema import json_schema_to_grammar
 
 SCHEMAS = [
@@ -255,8 +257,6 @@ _CHECKED_FORMATS = [
 
 @pytest.mark.parametrize("name", _CHECKED_FORMATS)
 def test_format_regexes_are_sound(name):
-    from banister.grammar.json_formats import FORMATS
-
     checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
     if name not in checker.checkers:
         pytest.skip(f"jsonschema has no checker for {name} here")
@@ -265,6 +265,38 @@ def test_format_regexes_are_sound(name):
     @given(st.from_regex(FORMATS[name].regex, fullmatch=True))
     def check(text):
         assert checker.conforms(text, name), text
+
+    check()
+
+
+# Edits that take a string of a format out of it, or keep it in by a checker's lenient reading: a final
+# newline (``$``), lowercase ``t``/``z`` (``upper()``), digits of other scripts, ligatures.
+_EDIT_CHARS = st.sampled_from([*"0129aF:-.TtZz+ %[]/?#@\n", "\u0663", "\u017f", "\u00df", "\ufb06", "\u00e9"])
+
+
+@pytest.mark.parametrize("name", [name for name in _CHECKED_FORMATS if FORMATS[name].outer])
+def test_complements_of_narrowed_formats_are_sound(name):
+    # ``not: {format: ...}`` of a format narrowed here is "does not match its outer pattern": every string
+    # the checker accepts must match it, so no string the complement admits is of the format.
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    if name not in checker.checkers:
+        pytest.skip(f"jsonschema has no checker for {name} here")
+    outer = FORMATS[name].outer
+    schema = {"type": "string", "not": {"format": name}}
+    grammar = json_schema_to_grammar(schema)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(st.from_regex(FORMATS[name].regex, fullmatch=True),
+           st.lists(st.tuples(st.integers(0, 80), _EDIT_CHARS, st.booleans()), max_size=3))
+    def check(text, edits):
+        for at, char, insert in edits:
+            at %= len(text) + 1
+            text = text[:at] + char + text[at + (0 if insert else 1):]
+        for candidate in (text, text + "\n"):
+            if checker.conforms(candidate, name):
+                assert pattern_matches(outer, candidate), candidate
+                assert not matches(grammar, json.dumps(candidate)), candidate
 
     check()
 

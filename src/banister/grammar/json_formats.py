@@ -127,6 +127,8 @@ _DURATION = (
     "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)"
 )
 _JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
+_TIME_SHAPE = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
+_URI_CHARS = r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]"
 
 
 @dataclass(frozen=True)
@@ -138,32 +140,41 @@ class Format:
     note: str
     integer_range: tuple[int, int] | None = None
     exact: bool = False
-    """Whether the regex is the whole format, no narrowing (only then can ``not: {format: ...}`` be
-    enforced)."""
+    """Whether the regex is the whole format, no narrowing (``not: {format: ...}`` is then its complement)."""
+    outer: str | None = None
+    """For a format narrowed here: an anchored pattern (ECMA-262) that every string of the format
+    matches, by the RFC and by the ``jsonschema`` package's checker alike (which reads ``$`` before a
+    final newline as the end): ``not: {format: ...}`` is then enforced as "does not match it", a
+    narrower complement that is never wrong. None: that ``not`` is refused."""
 
 
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in [
         Format("date", _DATE, "RFC 3339 full-date; days per month and leap years checked; year 0000 refused"),
-        Format("time", _TIME, "RFC 3339 full-time (offset required); leap second 60 not accepted"),
-        Format("date-time", f"{_DATE}[Tt]{_TIME}", "RFC 3339 date-time; `t`/`z` accepted; no leap second"),
+        Format("time", _TIME, "RFC 3339 full-time (offset required); leap second 60 not accepted",
+               outer=f"^{_TIME_SHAPE}\\n?$"),
+        Format("date-time", f"{_DATE}[Tt]{_TIME}", "RFC 3339 date-time; `t`/`z` accepted; no leap second",
+               outer=f"^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[Tt]{_TIME_SHAPE}\\n?$"),
         Format("duration", _DURATION, "RFC 3339 appendix A ABNF (no fractions, weeks alone)"),
         Format(
             "email",
             _EMAIL,
             "RFC 5321 mailbox: a local part of at most 64 by shape (at most four dot-separated atoms, or a "
             "quoted string), then a hostname or an IP literal",
+            outer="@",
         ),
         Format(
             "hostname",
             _HOSTNAME,
             "RFC 1123 labels; total <= 253 by shape (<= 4 labels of <= 62, or 5-8 of <= 30); no `xn--`-style labels",
+            outer=r"^[^\x00-,/:-@\[-`{-\x7f]*\n?$",
         ),
         Format("ipv4", _IPV4, "dotted quad, no leading zeros", exact=True),
-        Format("ipv6", _IPV6, "RFC 4291 text forms incl. `::` and an IPv4 tail; no zone id"),
-        Format("uri", _URI, "RFC 3986 URI (ASCII)"),
-        Format("uri-reference", f"(?:{_URI}|{_RELATIVE_REF})", "RFC 3986 URI-reference (ASCII)"),
+        Format("ipv6", _IPV6, "RFC 4291 text forms incl. `::` and an IPv4 tail; no zone id", outer="^[0-9A-Fa-f:.]*$"),
+        Format("uri", _URI, "RFC 3986 URI (ASCII)", outer="^[A-Za-z][A-Za-z0-9+\\-.]*:"),
+        Format("uri-reference", f"(?:{_URI}|{_RELATIVE_REF})", "RFC 3986 URI-reference (ASCII)",
+               outer=f"^{_URI_CHARS}*\\n?$"),
         Format(
             "uuid",
             f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",

@@ -124,7 +124,7 @@ KEYWORDS: tuple[Keyword, ...] = (
         "at most two per object once those a required key or the object's only possible key meets are "
         "settled; of an enum of arrays or objects, 'a count or set of keys no value has, or the "
         "first item or key (keys in sorted order) where the instance leaves the values'; refused for "
-        "`uniqueItems` and narrowed formats",
+        "`uniqueItems` and the narrowed formats the formats table lists as refused",
     ),
     Keyword("if", "enforced", "`(if and then) or (not if and else)`", "needs the complement of `if`"),
     Keyword("then", "enforced", "see `if`", ""),
@@ -295,7 +295,11 @@ def reference_tables() -> str:
     lines = ["### Keywords", "", _row("keyword", "drafts", "status", "enforces", "notes"), _row(*["---"] * 5)]
     lines += [_row(f"`{k.name}`", _drafts(k.name), k.status, k.enforces, k.notes) for k in KEYWORDS]
     lines += ["", "### Formats", "", _row("format", "accepts", "`not` enforced"), _row("---", "---", "---")]
-    lines += [_row(f"`{f.name}`", f.note, "yes" if f.exact else "refused") for f in FORMATS.values()]
+    lines += [
+        _row(f"`{f.name}`", f.note,
+             "yes" if f.exact else "refused" if f.outer is None else f"as not matching `` {f.outer} `` (narrower)")
+        for f in FORMATS.values()
+    ]
     lines += ["", "### Options", "", _row("option", "default", "effect"), _row("---", "---", "---")]
     lines += [_row(f"`{o.name}`", f"`{o.default}`", o.effect) for o in OPTIONS]
     lines += [

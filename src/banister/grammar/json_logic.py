@@ -1223,11 +1223,15 @@ class Logic:
         out.extend(StrTerm(neg_patterns=(p,)) for p in t.patterns)
         out.extend(StrTerm(patterns=(p,)) for p in t.neg_patterns)
         for name, at in t.formats:
-            if not FORMATS[name].exact:
+            known = FORMATS[name]
+            if known.exact:
+                out.append(StrTerm(neg_formats=((name, at),)))
+            elif known.outer is not None:
+                out.append(StrTerm(neg_patterns=((known.outer, at),)))
+            else:
                 raise SchemaError(
                     f"the complement of format {name!r} can't be enforced (the format is narrowed here)", at, "format"
                 )
-            out.append(StrTerm(neg_formats=((name, at),)))
         out.extend(StrTerm(formats=(f,)) for f in t.neg_formats)
         if t.values is not None:
             out.append(StrTerm(excluded=t.values))
