@@ -236,19 +236,23 @@ def test_random_schema_shapes_compile_or_refuse_quickly(schema):
             assert validator.is_valid(value), value
 
 
-# Formats the jsonschema checker here understands (rfc3339-validator, rfc3986-validator, fqdn,
-# isoduration installed): every string our regex admits must pass it.
+# Formats the jsonschema checker here understands (rfc3339-validator, rfc3986-validator, rfc3987-syntax,
+# fqdn, idna, isoduration installed): every string our regex admits must pass it.
 _CHECKED_FORMATS = [
     "date",
     "time",
     "date-time",
     "duration",
     "email",
+    "idn-email",
     "hostname",
+    "idn-hostname",
     "ipv4",
     "ipv6",
     "uri",
     "uri-reference",
+    "iri",
+    "iri-reference",
     "uuid",
     "json-pointer",
     "relative-json-pointer",

@@ -108,19 +108,28 @@ _SEGMENT = f"{_PCHAR}*"
 _SEGMENT_NZ = f"{_PCHAR}+"
 _SEGMENT_NZ_NC = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|@)+"
 _IP_LITERAL = rf"\[(?:{_IPV6}|v{_HEX}+\.(?:{_UNRESERVED}|{_SUB_DELIMS}|:)+)\]"
-_HOST = f"(?:{_IP_LITERAL}|(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*)"
-_AUTHORITY = f"(?:(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*@)?{_HOST}(?::[0-9]*)?"
+_REG_NAME = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*"
 _PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
 _PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
 _QUERY = rf"(?:\?(?:{_PCHAR}|[/?])*)?"
 _FRAGMENT = f"(?:#(?:{_PCHAR}|[/?])*)?"
-_URI = (
-    f"[A-Za-z][A-Za-z0-9+\\-.]*:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
-    f"|{_SEGMENT_NZ}(?:/{_SEGMENT})*)?{_QUERY}{_FRAGMENT}"
-)
-_RELATIVE_REF = (
-    f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*)?{_QUERY}{_FRAGMENT}"
-)
+
+
+def _uri(host: str) -> tuple[str, str]:
+    """The regexes of an RFC 3986 URI and relative reference whose authority's host is ``host``."""
+    authority = f"(?:(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*@)?{host}(?::[0-9]*)?"
+    uri = (
+        f"[A-Za-z][A-Za-z0-9+\\-.]*:(?://{authority}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
+        f"|{_SEGMENT_NZ}(?:/{_SEGMENT})*)?{_QUERY}{_FRAGMENT}"
+    )
+    relative = (
+        f"(?://{authority}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*)?{_QUERY}{_FRAGMENT}"
+    )
+    return uri, relative
+
+
+_URI, _RELATIVE_REF = _uri(f"(?:{_IP_LITERAL}|{_REG_NAME})")
+_IRI, _RELATIVE_IRI = _uri(_REG_NAME)  # no IP literal: the checker here (rfc3987-syntax) refuses `[::]`
 _DURATION = (
     "P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)"
     "(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?"
@@ -129,6 +138,9 @@ _DURATION = (
 _JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
 _TIME_SHAPE = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
 _URI_CHARS = r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]"
+_SCHEME_FIRST = "^[A-Za-z][A-Za-z0-9+\\-.]*:"
+_HOST_CHARS = r"^[^\x00-,/:-@\[-`{-\x7f]*\n?$"
+_IRI_CHARS = r"^[^\x00- \"<>\\^`{-}\x7f]*\n?$"
 
 
 @dataclass(frozen=True)
@@ -164,17 +176,25 @@ FORMATS: dict[str, Format] = {
             "quoted string), then a hostname or an IP literal",
             outer="@",
         ),
+        Format("idn-email", _EMAIL, "RFC 6531: the ASCII mailboxes of `email` (narrower)", outer="@"),
         Format(
             "hostname",
             _HOSTNAME,
             "RFC 1123 labels; total <= 253 by shape (<= 4 labels of <= 62, or 5-8 of <= 30); no `xn--`-style labels",
-            outer=r"^[^\x00-,/:-@\[-`{-\x7f]*\n?$",
+            outer=_HOST_CHARS,
         ),
+        Format("idn-hostname", _HOSTNAME, "RFC 5890: the ASCII hostnames of `hostname` (narrower)",
+               outer=_HOST_CHARS),
         Format("ipv4", _IPV4, "dotted quad, no leading zeros", exact=True),
         Format("ipv6", _IPV6, "RFC 4291 text forms incl. `::` and an IPv4 tail; no zone id", outer="^[0-9A-Fa-f:.]*$"),
-        Format("uri", _URI, "RFC 3986 URI (ASCII)", outer="^[A-Za-z][A-Za-z0-9+\\-.]*:"),
+        Format("uri", _URI, "RFC 3986 URI (ASCII)", outer=_SCHEME_FIRST),
         Format("uri-reference", f"(?:{_URI}|{_RELATIVE_REF})", "RFC 3986 URI-reference (ASCII)",
                outer=f"^{_URI_CHARS}*\\n?$"),
+        Format("iri", _IRI, "RFC 3987: the ASCII IRIs of `uri` without an IP literal host (narrower)",
+               outer=_SCHEME_FIRST),
+        Format("iri-reference", f"(?:{_IRI}|{_RELATIVE_IRI})",
+               "RFC 3987: the ASCII IRI-references of `uri-reference` without an IP literal host (narrower)",
+               outer=_IRI_CHARS),
         Format(
             "uuid",
             f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
@@ -210,8 +230,8 @@ OPENAPI_NUMBER_FORMATS = frozenset({"float", "double"})
 def format_regex(name: str, max_len: int | None = None) -> str:
     """The regex of a string format, narrowed by shape to at most ``max_len`` characters where the
     format's own bound is larger (email, hostname), so that ``maxLength`` is implied by the regex."""
-    if name == "hostname" and max_len is not None and max_len < 253:
+    if name in ("hostname", "idn-hostname") and max_len is not None and max_len < 253:
         return _hostname(max_len)
-    if name == "email" and max_len is not None and max_len < _EMAIL_MAX:
+    if name in ("email", "idn-email") and max_len is not None and max_len < _EMAIL_MAX:
         return _email(max_len)
     return FORMATS[name].regex or ""
