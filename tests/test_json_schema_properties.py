@@ -5,7 +5,9 @@ a typed error, quickly."""
 from __future__ import annotations
 
 import json
+import re
 import time
+import warnings
 
 import hypothesis_jsonschema
 import jsonschema
@@ -18,6 +20,7 @@ from banister.errors import LimitError, SchemaError
 from banister.grammar.json_formats import FORMATS
 from banister.grammar.json_logic import pattern_matches
 from banister.grammar.json_schema import json_schema_to_grammar
+from banister.regex import parse_pattern
 
 SCHEMAS = [
     {
@@ -256,6 +259,7 @@ _CHECKED_FORMATS = [
     "uuid",
     "json-pointer",
     "relative-json-pointer",
+    "regex",
 ]
 
 
@@ -271,6 +275,17 @@ def test_format_regexes_are_sound(name):
         assert checker.conforms(text, name), text
 
     check()
+
+
+@_SETTINGS
+@given(st.from_regex(FORMATS["regex"].regex, fullmatch=True))
+def test_regex_format_strings_are_patterns_in_both_dialects(text):
+    # The ``regex`` format's subset is read by Python's ``re`` without a warning (nested sets, set
+    # operations) and by banister's ECMA-262 parser, which enforces ``pattern`` with it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        re.compile(text)
+    parse_pattern(text)
 
 
 # Edits that take a string of a format out of it, or keep it in by a checker's lenient reading: a final

@@ -143,6 +143,35 @@ _HOST_CHARS = r"^[^\x00-,/:-@\[-`{-\x7f]*\n?$"
 _IRI_CHARS = r"^[^\x00- \"<>\\^`{-}\x7f]*\n?$"
 
 
+
+def _regex(depth: int) -> str:
+    """Regexes (the ``regex`` format) in a regular subset that ECMA-262 and Python's ``re`` (the
+    ``jsonschema`` checker) both read: literals; escapes of metacharacters, ``/`` and ``\\d \\w \\s \\n
+    \\t \\r`` and capitals; ``.``; classes of literals, those escapes and ascending ranges within the
+    digits, the lower or the upper letters, a ``-`` last; one quantifier per atom (``* + ? {n} {n,}
+    {n,m}``, ``m`` of two digits or no less than ``n``), lazy or not; groups ``(...)``, ``(?:...)``
+    nested at most ``depth`` deep; alternatives, each with ``^`` first and ``$`` last or not."""
+    literal = r"[^\\^$.|?*+()\[\]{}\x00-\x1f]"
+    escape = r"\\[\\^$.|?*+()\[\]{}/dDwWsSntr]"
+    ranges = "|".join(
+        f"{a}-[{a}-{last}]" for first, last in (("0", "9"), ("a", "z"), ("A", "Z"))
+        for a in map(chr, range(ord(first), ord(last) + 1))
+    )
+    # No ``[ & ~ |`` in a class: Python warns of nested sets and set operations there.
+    member = rf"(?:{ranges}|[^\\\]\[^\-&~|\x00-\x1f]|\\[\\\]\[^\-.dDwWsSntr])"
+    klass = rf"\[\^?{member}+-?\]"
+    count = "|".join(f"{n},[{n}-9]" for n in range(10))
+    quantifier = rf"(?:(?:[*+?]|\{{[0-9]{{1,4}},?\}}|\{{(?:{count}|[0-9],[1-9][0-9])\}})\??)"
+    atom = f"(?:{literal}|{escape}|\\.|{klass})"
+    for _ in range(depth):
+        sequence = f"(?:{atom}{quantifier}?)*"
+        atom = f"(?:{literal}|{escape}|\\.|{klass}|\\((?:\\?:)?{sequence}(?:\\|{sequence})*\\))"
+    sequence = f"\\^?(?:{atom}{quantifier}?)*\\$?"
+    return f"{sequence}(?:\\|{sequence})*"
+
+
+_REGEX = _regex(2)
+
 @dataclass(frozen=True)
 class Format:
     """A supported ``format``: the regex for strings, or a numeric range for numbers."""
@@ -208,6 +237,9 @@ FORMATS: dict[str, Format] = {
             "draft-handrews-relative-json-pointer; no digit after a 0 in the prefix (`100` refused: the "
             "jsonschema checker rejects it)",
         ),
+        Format("regex", _REGEX, "ECMA-262 regexes Python's `re` reads alike, in a regular subset: literals, escapes, "
+               "`.`, classes, one quantifier per atom, groups nested at most two deep, alternatives, `^` and `$` "
+               "around each (narrower)"),
         Format("int32", None, "OpenAPI: integer in [-2^31, 2^31-1] (numbers only)", (-(2**31), 2**31 - 1)),
         Format("int64", None, "OpenAPI: integer in [-2^63, 2^63-1] (numbers only)", (-(2**63), 2**63 - 1)),
     ]

@@ -240,8 +240,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "unsupported_formats",
         '"error"',
-        '`"ignore"`: treat the formats JSON Schema defines but banister cannot enforce (`uri-template`, '
-        '`regex`) as annotations',
+        '`"ignore"`: treat the formats JSON Schema defines but banister cannot enforce (`uri-template`) as '
+        'annotations',
     ),
     Option(
         "unknown_formats",
