@@ -143,7 +143,6 @@ _HOST_CHARS = r"^[^\x00-,/:-@\[-`{-\x7f]*\n?$"
 _IRI_CHARS = r"^[^\x00- \"<>\\^`{-}\x7f]*\n?$"
 
 
-
 def _regex(depth: int) -> str:
     """Regexes (the ``regex`` format) in a regular subset that ECMA-262 and Python's ``re`` (the
     ``jsonschema`` checker) both read: literals; escapes of metacharacters, ``/`` and ``\\d \\w \\s \\n
@@ -171,6 +170,7 @@ def _regex(depth: int) -> str:
 
 
 _REGEX = _regex(2)
+
 
 @dataclass(frozen=True)
 class Format:
