@@ -1,11 +1,11 @@
 """Random generation under banister's masks, every finished text checked by the ``jsonschema`` package.
 
 For each schema banister compiles (MaskBench's, or with ``--suite`` the JSON-Schema-Test-Suite's), each
-walk starts a matcher and picks, token by token, a
-random token the mask allows (most often one holding a closing character ``" ] } ,``, so strings and
-containers end), and stops where EOS is allowed, now and then. Three things would be wrong answers:
-a finished text that ``jsonschema`` rejects (formats asserted, as banister asserts them), a token the
-mask allowed that the matcher refuses, and a state short of the end where the mask allows nothing.
+walk starts a matcher and picks, token by token, a random token the mask allows (most often one holding
+a closing character ``" ] } ,``, so strings and containers end), and stops where EOS is allowed, now
+and then. Three things would be wrong answers: a finished text that ``jsonschema`` rejects (formats
+asserted, as banister asserts them), a token the mask allowed that the matcher refuses, and a state
+short of the end where the mask allows nothing.
 
 Where ``jsonschema`` disagrees for a reason the docs name, the text is counted under that reason (see
 :func:`verdict`); anything else is listed as unexplained::

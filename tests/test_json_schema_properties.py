@@ -167,7 +167,7 @@ _SMALL_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+@settings(_SETTINGS, max_examples=60)
 @given(st.lists(_SMALL_VALUES, min_size=1, max_size=4), st.lists(_SMALL_VALUES, max_size=3))
 def test_complements_of_enums_agree_with_jsonschema(enum, others):
     # ``not`` of an enum whose values nest arrays and objects: item counts or sets of keys no value has,
@@ -224,7 +224,7 @@ _SCHEMAS = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+@settings(_SETTINGS, max_examples=60)
 @given(_SCHEMAS)
 def test_random_schema_shapes_compile_or_refuse_quickly(schema):
     start = time.perf_counter()
@@ -305,8 +305,7 @@ def test_complements_of_narrowed_formats_are_sound(name):
     grammar = json_schema_to_grammar(schema)
     assert matches(grammar, json.dumps("~ ~"))  # the complement is not empty: it has no format's shape
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None,
-              derandomize=True)
+    @settings(_SETTINGS, max_examples=150)
     @given(st.from_regex(FORMATS[name].regex, fullmatch=True),
            st.lists(st.tuples(st.integers(0, 80), _EDIT_CHARS, st.booleans()), max_size=3))
     def check(text, edits):
@@ -423,7 +422,7 @@ _GENERATED = st.builds(
 _POOL = [None, True, 0, 1, 3, -2.5, 0.25, 100, 1.5, "", "a", "ab", "abc", "x9", [], [1], ["a", 2], {}, {"a": 1}]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+@settings(_SETTINGS, max_examples=80)
 @given(_GENERATED, st.data())
 def test_generated_schema_shapes_agree_with_jsonschema(schema, data):
     try:

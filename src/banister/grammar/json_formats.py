@@ -113,13 +113,14 @@ _PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
 _PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
 _QUERY = rf"(?:\?(?:{_PCHAR}|[/?])*)?"
 _FRAGMENT = f"(?:#(?:{_PCHAR}|[/?])*)?"
+_SCHEME = "[A-Za-z][A-Za-z0-9+\\-.]*:"
 
 
 def _uri(host: str) -> tuple[str, str]:
     """The regexes of an RFC 3986 URI and relative reference whose authority's host is ``host``."""
     authority = f"(?:(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*@)?{host}(?::[0-9]*)?"
     uri = (
-        f"[A-Za-z][A-Za-z0-9+\\-.]*:(?://{authority}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
+        f"{_SCHEME}(?://{authority}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
         f"|{_SEGMENT_NZ}(?:/{_SEGMENT})*)?{_QUERY}{_FRAGMENT}"
     )
     relative = (
@@ -138,7 +139,7 @@ _DURATION = (
 _JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
 _TIME_SHAPE = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
 _URI_CHARS = r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]"
-_SCHEME_FIRST = "^[A-Za-z][A-Za-z0-9+\\-.]*:"
+_SCHEME_FIRST = f"^{_SCHEME}"
 _HOST_CHARS = r"^[^\x00-,/:-@\[-`{-\x7f]*\n?$"
 _IRI_CHARS = r"^[^\x00- \"<>\\^`{-}\x7f]*\n?$"
 
