@@ -313,7 +313,7 @@ def grammar_to_json(grammar: Grammar) -> dict[str, Any]:
         name: [[[sym.pattern] if isinstance(sym, Lexeme) else sym.name for sym in alt] for alt in alts]
         for name, alts in grammar.rules.items()
     }
-    return {"start": grammar.start, "rules": rules, "trimmed": grammar.trimmed}
+    return {"start": grammar.start, "rules": rules, "trimmed": grammar.trimmed, "distinct_items": grammar.distinct_items}
 
 
 def grammar_from_json(data: dict[str, Any]) -> Grammar:
@@ -328,4 +328,5 @@ def grammar_from_json(data: dict[str, Any]) -> Grammar:
         raise ValueError(f"not a grammar symbol: {s!r}")
 
     rules = {name: tuple(tuple(symbol(s) for s in alt) for alt in alts) for name, alts in data["rules"].items()}
-    return Grammar(rules, data["start"], trimmed=data.get("trimmed") is True)
+    return Grammar(rules, data["start"], trimmed=data.get("trimmed") is True,
+                   distinct_items=data.get("distinct_items") is True)

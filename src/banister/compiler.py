@@ -17,6 +17,7 @@ from banister.cache import WarmCache
 from banister.collector import after_compile, gc_paused
 from banister.errors import BanisterError
 from banister.grammar.ir import Grammar
+from banister.parser.distinct import DistinctItems, grammar_automaton
 from banister.parser.recognizer import GrammarAutomaton
 from banister.regex import compile_regex
 from banister.vocab import Vocabulary
@@ -123,8 +124,8 @@ class Compiler:
         # Nested parts are left for the first masks that need them, unless the grammar is stored whole
         # in the warm cache.
         defer = self.warm_cache is None
-        return self._cached("json_schema", key,
-                            lambda: self._grammar_automaton(json_schema_to_grammar(schema, defer=defer, **options)))
+        return self._cached("json_schema", key, lambda: self._grammar_automaton(
+            json_schema_to_grammar(schema, defer=defer, distinct_items=True, **options)))
 
     def json(self, **options: Any) -> CompiledGrammar:
         """Compile JSON mode: any JSON value (the schema ``{}``), nested to any depth (or at most ``max_nesting``)."""
@@ -205,8 +206,8 @@ class Compiler:
             self.warm_cache.store_dfa(disk_key, automaton.dfa)  # type: ignore[union-attr]
         return automaton
 
-    def _grammar_automaton(self, grammar: Grammar) -> GrammarAutomaton:
-        automaton = GrammarAutomaton(grammar, self.vocab, max_states=self.max_states)
+    def _grammar_automaton(self, grammar: Grammar) -> GrammarAutomaton | DistinctItems:
+        automaton = grammar_automaton(grammar, self.vocab, max_states=self.max_states)
         disk_key = getattr(self._storing, "key", None)
         if disk_key is not None:
             self.warm_cache.store_grammar(disk_key, grammar)  # type: ignore[union-attr]
@@ -224,7 +225,7 @@ class Compiler:
             grammar = cache.load_grammar(disk_key)
             if grammar is None:
                 return None
-            return GrammarAutomaton(grammar, self.vocab, max_states=self.max_states)  # type: ignore[return-value]
+            return grammar_automaton(grammar, self.vocab, max_states=self.max_states)  # type: ignore[return-value]
         except Exception:  # noqa: BLE001 - never trust a cache over a cold compile, which raises the real error
             return None
 

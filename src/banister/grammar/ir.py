@@ -17,6 +17,12 @@ from typing import Literal, NamedTuple, Protocol, TypeVar
 from banister.errors import GrammarError
 
 
+DISTINCT = "(?:)"
+"""Leads the pattern of a lexeme that follows an item of an array whose string items must differ
+(``uniqueItems``): an empty group, so the lexeme's language is the plain one's while its pattern, which
+names it, is not. A grammar marked ``distinct_items`` is read so (:mod:`banister.parser.distinct`)."""
+
+
 class Lexeme(NamedTuple):
     """A terminal: a regex (banister syntax, whole-match) over the text.
 
@@ -62,11 +68,16 @@ class Grammar:
     ``expander`` builds when a parser first predicts them (the JSON front end leaves property values
     proved safe so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
     each derives some text once built.
+
+    ``distinct_items``: lexemes whose patterns start with :data:`DISTINCT` may close or separate the
+    string items of an array, and end no item equal to one before it in that array. Only a recognizer
+    that tracks the items reads the grammar right (``banister.parser.distinct.DistinctItems``).
     """
 
     rules: Mapping[str, tuple[Alternative, ...]]
     start: str
     trimmed: bool = False
+    distinct_items: bool = False
     lexemes: tuple[Lexeme, ...] = field(init=False)
     size: int = field(init=False, repr=False, compare=False)
     """Symbols over all alternatives (each counts one more): the measure that grammar-size limits apply to."""
@@ -96,12 +107,13 @@ class Grammar:
 
     @classmethod
     def from_trimmed(cls, rules: Mapping[str, tuple[Alternative, ...]], start: str, lexemes: tuple[Lexeme, ...],
-                     size: int, pending: frozenset[str] = frozenset(), expander: Expander | None = None) -> Grammar:
+                     size: int, pending: frozenset[str] = frozenset(), expander: Expander | None = None,
+                     distinct_items: bool = False) -> Grammar:
         """A grammar a front end has trimmed (see ``trimmed``) and counted as it went: its lexemes in order
         of first use over ``rules`` and its size. Taken as given, not walked and checked again."""
         self = object.__new__(cls)
         for name, value in (("rules", rules), ("start", start), ("trimmed", True), ("lexemes", lexemes), ("size", size),
-                            ("pending", pending), ("expander", expander)):
+                            ("pending", pending), ("expander", expander), ("distinct_items", distinct_items)):
             object.__setattr__(self, name, value)
         return self
 

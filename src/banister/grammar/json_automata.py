@@ -298,6 +298,25 @@ def is_empty(dfa: CharDFA) -> bool:
     return not dfa.accepting[0] and not dfa.edges[0]
 
 
+def is_endless(dfa: CharDFA) -> bool:
+    """Whether ``dfa`` (trimmed) accepts some string and endless strings continue each prefix of one:
+    every state reaches a cycle. The states that reach none are found from the edgeless ones back."""
+    if is_empty(dfa):
+        return False
+    back: list[list[int]] = [[] for _ in range(dfa.n_states)]
+    left = [len(row) for row in dfa.edges]  # edges to states not (yet) known to reach no cycle
+    for s, row in enumerate(dfa.edges):
+        for _, _, t in row:
+            back[t].append(s)
+    todo = [s for s, n in enumerate(left) if n == 0]
+    for s in todo:
+        for p in back[s]:
+            left[p] -= 1
+            if left[p] == 0:
+                todo.append(p)
+    return not todo
+
+
 MOORE_STATES = 48
 """Automata of at most this many states are minimised by Moore's rounds (each a list comprehension,
 the fastest in Python for the number ranges and short strings most schemas hold), larger ones by

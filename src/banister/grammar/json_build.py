@@ -29,7 +29,7 @@ import numpy as np
 
 from banister.errors import GrammarError, LimitError, SchemaError
 from banister.grammar import json_automata
-from banister.grammar.ir import Alternative, Expander, Grammar, Lexeme, Ref, Symbol, least_derived
+from banister.grammar.ir import DISTINCT, Alternative, Expander, Grammar, Lexeme, Ref, Symbol, least_derived
 from banister.grammar.json_automata import CharDFA
 from banister.grammar.json_logic import (
     ALL_TYPES,
@@ -105,6 +105,9 @@ class BuildOptions:
     defer: bool = False
     """Leave property values that ``Logic.deferrable`` proves safe pending (see :meth:`symbol`),
     all built when a parser first needs one: the grammar's ``expander`` is the builder."""
+    distinct_items: bool = False
+    """Enforce ``uniqueItems`` on arrays of strings with :data:`~banister.grammar.ir.DISTINCT` lexemes
+    (the grammar is then marked ``distinct_items``); without it such arrays are refused."""
 
 
 Piece = tuple[Symbol, ...]
@@ -172,7 +175,8 @@ class _Rules:
         self._lexemes[pattern] = found
         return found
 
-    def finish(self, start: Symbol | None, pending: Iterable[str] = (), expander: Expander | None = None) -> Grammar:
+    def finish(self, start: Symbol | None, pending: Iterable[str] = (), expander: Expander | None = None,
+               distinct_items: bool = False) -> Grammar:
         """The grammar from ``start``: unproductive and unreachable rules removed, unit rules inlined.
         Rules ``pending`` (declared, no alternatives yet) count as deriving text and stay pending, for
         ``expander`` to build (:meth:`extend`)."""
@@ -195,7 +199,7 @@ class _Rules:
         self._settled, self._alias, self._new = kept, _unit_rules(kept, {"start"}), []
         out, lexemes, size = self._emit("start")
         waiting = waiting.intersection(out)
-        return Grammar.from_trimmed(out, "start", lexemes, size, waiting, expander if waiting else None)
+        return Grammar.from_trimmed(out, "start", lexemes, size, waiting, expander if waiting else None, distinct_items)
 
     def holds(self, name: str) -> bool:
         """Whether the grammar :meth:`finish` made, as :meth:`extend` grew it, holds rule ``name``."""
@@ -538,6 +542,8 @@ class JsonGrammarBuilder:
         self.comma = self._lex(w + escape_text(comma) + w)
         self.quote = self._lex('"')
         self.string = self._lex('"' + ANY_CHAR + '*"')
+        self.distinct_comma = self._lex(DISTINCT + self.comma.pattern)
+        self.distinct_close = self._lex(DISTINCT + self.close_arr.pattern)
 
     @staticmethod
     def _lex(pattern: str) -> Lexeme:
@@ -549,7 +555,7 @@ class JsonGrammarBuilder:
         with _nesting_limit():
             start = self.symbol(node)
             self._drain()
-        return self.r.finish(start, self._pending, self)
+        return self.r.finish(start, self._pending, self, self.o.distinct_items)
 
     def expand(self, name: str) -> tuple[dict[str, tuple[Alternative, ...]], tuple[Lexeme, ...]]:
         """Build the node that nonterminal ``name`` was left pending for and, with it, every other node
@@ -644,16 +650,18 @@ class JsonGrammarBuilder:
             self._queue.append((node, found.name))
         return found
 
-    def _plain_array(self, items: Node, low: int, high: int | None) -> Symbol | None:
+    def _plain_array(self, items: Node, low: int, high: int | None, distinct: bool = False) -> Symbol | None:
         """An array of ``low`` to ``high`` (None: any number of) items under ``items`` (see
         :meth:`Logic.plain_array`): the rules the member sequence writes for it, without working out
         its states. Rule ``k`` follows the ``k``-th item; past ``low`` (and the first) an unbounded
-        array's last rule loops."""
+        array's last rule loops. ``distinct``: string items, separated and closed by the
+        :data:`~banister.grammar.ir.DISTINCT` lexemes, which a recognizer ends no repeated item with."""
         if high is not None and high < low:
             return None
         item = self.symbol(items)
         if item is None:
             return self.empty_arr if low == 0 else None
+        comma, close = (self.distinct_comma, self.distinct_close) if distinct else (self.comma, self.close_arr)
 
         def write() -> Symbol:
             count = high if high is not None else max(low, 1)
@@ -661,15 +669,15 @@ class JsonGrammarBuilder:
             for k, rule in enumerate(then, 1):
                 more = then[k] if k < count else rule if high is None else None
                 self.r.define(rule.name, [
-                    *([(self.close_arr,)] if k >= low else []),
-                    *([(self.comma, item, more)] if more is not None else []),
+                    *([(close,)] if k >= low else []),
+                    *([(comma, item, more)] if more is not None else []),
                 ])
             return self.r.add("seq", [
                 *([(self.open_arr, item, then[0])] if count else []),
                 *([(self.empty_arr,)] if low == 0 else []),
             ])
 
-        return self._cached(("array of", item, low, high), write)
+        return self._cached(("array of", item, low, high, distinct), write)
 
     def _union(self, alternatives: Sequence[Symbol]) -> Symbol | None:
         """One symbol for ``alternatives``: the only one, a rule of them, or None when there are none."""
@@ -1083,8 +1091,11 @@ class JsonGrammarBuilder:
         item = node_and(*(n for _, n in t.rest))
         values = self._finite_values(item)
         if values is None or len(values) > self.s.max_unique_values:
+            if self.o.distinct_items and self._endless_strings(item):
+                return self._plain_array(item, t.min_items, t.max_items, distinct=True)
             raise SchemaError(
-                "uniqueItems is only enforced when items come from a few values (an enum, booleans)",
+                "uniqueItems is only enforced when items come from a few values (an enum, booleans)"
+                + (" or are strings whose every prefix has endless completions" if self.o.distinct_items else ""),
                 t.unique or "",
                 "uniqueItems",
             )
@@ -1101,6 +1112,17 @@ class JsonGrammarBuilder:
             return [((sym,), (used | (1 << i),)) for i, sym in enumerate(symbols) if sym is not None and not used >> i & 1]
 
         return self._sequence((0,), final, moves, "array")
+
+    def _endless_strings(self, node: Node) -> bool:
+        """Whether ``node`` admits only strings, and every prefix of one has endless completions: then
+        refusing a repeated item's closing quote never leaves a string with no way to end."""
+        shapes = self.logic.dnf(node)
+        if not shapes or any(shape.types != {"string"} for shape in shapes):
+            return False
+        return all(
+            json_automata.is_endless(string_dfa(shape.string.unplaced(), max_states=self.s.max_string_states))
+            for shape in shapes
+        )
 
     def _finite_values(self, node: Node) -> list[Any] | None:
         """The values of a node when it admits a finite, enumerable set of them."""

@@ -63,6 +63,7 @@ def json_schema_to_grammar(
     unknown_formats: Literal["error", "ignore"] = "ignore",
     settings: SchemaSettings | None = None,
     defer: bool = False,
+    distinct_items: bool = False,
 ) -> Grammar:
     """The grammar of the JSON texts valid under ``schema`` (a dict, a boolean, or JSON text).
 
@@ -81,6 +82,11 @@ def json_schema_to_grammar(
     a schema's compile then builds what its first values need, and a document that reaches no such value
     never builds them.
     Such a grammar is for a parser (``GrammarAutomaton``), not whole for anything else.
+
+    ``distinct_items`` enforces ``uniqueItems`` on arrays of strings (those whose every prefix has endless
+    completions) as well as on items from a few values: the grammar is then marked ``distinct_items``,
+    for a recognizer that tracks the items (``banister.parser.distinct.DistinctItems``, which
+    :meth:`banister.Compiler.json_schema` uses). Without it such arrays are refused.
     """
     settings = settings or _DEFAULT_SETTINGS
     _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats, unknown_formats)
@@ -108,9 +114,24 @@ def json_schema_to_grammar(
             settings=settings,
             deadline=deadline,
             defer=defer and key_order == "schema",  # (any order may refuse an object: compile it now)
+            distinct_items=distinct_items and _asks_unique(root),
         ),
     )
     return builder.build(loc_node(""))
+
+
+def _asks_unique(value: Any) -> bool:
+    """Whether ``uniqueItems: true`` appears anywhere in a schema document."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            if v.get("uniqueItems") is True:
+                return True
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+    return False
 
 
 def json_grammar(

@@ -199,7 +199,8 @@ def _body_grammar(tag: Tag, options: Mapping[str, Any], index: int) -> Grammar:
     if tag.schema is None:
         json_only = {k: v for k, v in options.items() if k not in ("strict", "draft", "unsupported_formats", "unknown_formats")}
         return json_grammar(**json_only)
-    return json_schema_to_grammar(tag.schema, **options)
+    # (an embedded grammar is read by a plain recognizer: uniqueItems of strings is refused, not tracked)
+    return json_schema_to_grammar(tag.schema, **{**options, "distinct_items": False})
 
 
 def _embed(b: GrammarBuilder, grammar: Grammar, prefix: str) -> Ref:

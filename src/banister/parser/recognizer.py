@@ -96,16 +96,29 @@ class GrammarAutomaton:
     def context(self, parse: ParseState) -> LexerContext:
         """The lexer context of the lexemes ``parse`` expects (shared across grammars by pattern set)."""
         ctx = self._contexts.get(parse.expected)
+        return ctx if ctx is not None else self.context_of(parse.expected)
+
+    def context_of(self, lexemes: frozenset[int]) -> LexerContext:
+        """The lexer context of the parser's lexemes ``lexemes`` (ids). A hypothesis
+        ``(parse, context_of(some), context_of(some).start)`` may end its next lexeme only as one of
+        ``some`` of the lexemes ``parse`` expects (see parser/distinct.py)."""
+        ctx = self._contexts.get(lexemes)
         if ctx is None:
-            if len(self._patterns) < len(self.tables.lexemes):
-                self._add_lexemes()
-            patterns = frozenset(self._patterns[i] for i in parse.expected)
-            ctx = self._contexts[parse.expected] = lexer_context(patterns, self._max_states)
+            self._add_lexemes()
+            patterns = frozenset(self._patterns[i] for i in lexemes)
+            ctx = self._contexts[lexemes] = lexer_context(patterns, self._max_states)
         return ctx
+
+    def lexemes_marked(self, mark: str) -> frozenset[int]:
+        """The ids of the parser's lexemes (those its tables hold so far) whose patterns start with ``mark``."""
+        self._add_lexemes()
+        return frozenset(i for i, p in enumerate(self._patterns) if p.startswith(mark))
 
     def _add_lexemes(self) -> None:
         """Number the lexemes the parser's tables gained when they built pending rules (each is checked
         as a compile checks its lexemes: one that matches nothing breaks the front end's promise)."""
+        if len(self._patterns) == len(self.tables.lexemes):
+            return
         with _adding_lexemes:
             for lex in self.tables.lexemes[len(self._patterns):]:
                 if lexeme_is_empty(lex.pattern, self._max_states):
@@ -121,7 +134,7 @@ class GrammarAutomaton:
             lexemes = self._accepts[key] = frozenset(self._lexeme_id[p] for p in ctx.accept_patterns[aid])
         return self.parser.scan(parse, lexemes)
 
-    def _end(self, parse: ParseState, ctx: LexerContext, lex: int) -> ParseState | None:
+    def end_lexeme(self, parse: ParseState, ctx: LexerContext, lex: int) -> ParseState | None:
         """The parse after ending the current lexeme here, or None when no lexeme is complete."""
         aid = int(ctx.accept_id[lex])
         return None if aid < 0 else self._scan(parse, ctx, aid)
@@ -282,7 +295,7 @@ class GrammarAutomaton:
                 out.append((parse, ctx, ctx.start, True))
                 continue
             out.append((parse, ctx, lex, False))
-            after = self._end(parse, ctx, lex)
+            after = self.end_lexeme(parse, ctx, lex)
             if after is not None:
                 c2 = self.context(after)
                 out.append((after, c2, c2.start, True))

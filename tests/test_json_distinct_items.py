@@ -1,0 +1,134 @@
+"""``uniqueItems`` on arrays of strings (parser/distinct.py): checked against the ``jsonschema`` package,
+the JSON-Schema-Test-Suite, and masks against advancing over every token of the vocabulary."""
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from banister import Compiler, Matcher
+from banister.errors import SchemaError
+from banister.grammar.json_schema import json_schema_to_grammar
+from banister.mask.bitmask import allocate_token_bitmask
+from banister.parser.distinct import DistinctItems
+from banister.parser.recognizer import GrammarAutomaton
+from shared_data import JSON_SCHEMA_TEST_SUITE
+
+TAGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+SCHEMAS = [
+    TAGS,
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-c]+$"}, "uniqueItems": True, "maxItems": 4},
+    {"anyOf": [{**TAGS, "minItems": 3}, {"type": "array", "items": {"type": "string"}, "maxItems": 2}]},
+    {"type": "object", "properties": {"a": {**TAGS, "items": {"type": "string", "minLength": 1}},
+                                      "b": {"type": "array", "items": TAGS}}},
+]
+
+
+@pytest.fixture(scope="module")
+def compiler(gpt2):
+    return Compiler(gpt2.vocab)
+
+
+def _accepts(compiled, text: str) -> bool:
+    m = Matcher(compiled)
+    return m.accept_string(text) and m.is_accepting()
+
+
+def _spelled(value: str, escapes: list[bool]) -> str:
+    """A JSON string of ``value`` with the characters that ``escapes`` marks written as ``\\u`` escapes
+    (surrogate pairs past the BMP); only those that banister lets be escaped: non-ASCII ones and those
+    JSON must escape (docs/json-schema.md)."""
+    out = []
+    for ch, escape in zip(value, escapes + [False] * len(value)):
+        if not escape and (ch in '"\\' or ord(ch) < 0x20):
+            out.append(json.dumps(ch)[1:-1])
+        elif escape and (ch in '"\\' or not 0x20 <= ord(ch) < 0x7F):
+            encoded = ch.encode("utf-16-be")
+            out.extend(f"\\u{encoded[i]:02x}{encoded[i + 1]:02x}" for i in range(0, len(encoded), 2))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+_ITEMS = st.lists(st.tuples(st.text(st.sampled_from("ab\u00e9\U0001f600\""), max_size=3),
+                            st.lists(st.booleans(), max_size=3)), max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(range(len(SCHEMAS))), _ITEMS, st.sampled_from(["", " ", "\n  "]))
+def test_string_items_agree_with_jsonschema(compiler, which, items, space):
+    schema = SCHEMAS[which]
+    array = "[" + space + ("," + space).join(_spelled(v, e) for v, e in items) + space + "]"
+    text = array if which != 3 else f'{{"a": {array}, "b": [{array}, {array}]}}'
+    expected = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+    assert _accepts(compiler.json_schema(schema), text) == expected, text
+
+
+@pytest.mark.parametrize(("prefix", "repeats"), [
+    ('["a.", "a', True),  # the rest of "a." and its quote, one GPT-2 token
+    ('["", ', True),  # a token holding a whole "" item
+    ('["", "', True),  # the quote of "" (alone and with what follows) and a token closing two strings
+    ('["\\u00e9.", "\u00e9', True),  # an earlier item spelled with an escape
+    ('["\u00e9", "\\u00', False),  # inside an escape: every token that closes the string is checked
+    ('["\U0001f600", "\\ud83d', False),  # a high surrogate waiting for its pair
+    ('["a", "b", ', False),
+])
+def test_masks_are_the_tokens_that_advance(compiler, gpt2, prefix, repeats):
+    compiled = compiler.json_schema(TAGS)
+    automaton = compiled.automaton
+    assert isinstance(automaton, DistinctItems)
+    m = Matcher(compiled)
+    assert m.accept_string(prefix)
+    bitmask = allocate_token_bitmask(1, gpt2.vocab.vocab_size)
+    m.fill_next_token_bitmask(bitmask)
+    bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: gpt2.vocab.vocab_size]
+    allowed = {int(t) for t in np.flatnonzero(bits)}
+    vocab = gpt2.vocab
+
+    def advancing(automaton, state):
+        return {t for t in range(vocab.vocab_size) if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
+
+    assert allowed == advancing(automaton, m.state)
+    # the tokens the grammar alone allows that would repeat an item
+    assert bool(advancing(automaton.automaton, m.state[0]) - allowed) == repeats
+
+
+def test_only_schemas_that_ask_for_unique_items_track_them(compiler):
+    assert isinstance(compiler.json_schema({"type": "array", "items": {"type": "string"}}).automaton,
+                      GrammarAutomaton)
+    assert isinstance(compiler.json_schema(TAGS).automaton, DistinctItems)
+    with pytest.raises(SchemaError, match="uniqueItems"):  # the grammar alone can't enforce it
+        json_schema_to_grammar(TAGS)
+
+
+@pytest.mark.parametrize("items", [
+    {"type": "string", "pattern": "^a+b$"},  # "ab" has one completion: refusing its quote would end nowhere
+    {"type": "string", "maxLength": 8},
+    {"type": ["string", "number"]},
+])
+def test_items_that_can_run_out_of_completions_are_refused(compiler, items):
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        compiler.json_schema({"type": "array", "items": items, "uniqueItems": True})
+
+
+def test_the_warm_cache_keeps_the_tracking(gpt2, tmp_path):
+    for _ in range(2):  # the second compile reads the grammar back
+        compiled = Compiler(gpt2.vocab, cache_dir=tmp_path, cache_size=0).json_schema(TAGS)
+        assert isinstance(compiled.automaton, DistinctItems)
+        assert not _accepts(compiled, '["x", "x"]') and _accepts(compiled, '["x", "y"]')
+
+
+def test_suite_unique_items_groups_that_compile_agree(compiler):
+    checked = 0
+    for group in json.loads((JSON_SCHEMA_TEST_SUITE / "draft2020-12" / "uniqueItems.json").read_text()):
+        try:
+            compiled = compiler.json_schema(group["schema"])
+        except SchemaError:
+            continue
+        for test in group["tests"]:
+            assert _accepts(compiled, json.dumps(test["data"])) == test["valid"], test["description"]
+            checked += 1
+    assert checked >= 10
