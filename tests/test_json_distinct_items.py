@@ -15,6 +15,7 @@ from banister.grammar.json_schema import json_schema_to_grammar
 from banister.mask.bitmask import allocate_token_bitmask
 from banister.parser.distinct import DistinctItems
 from banister.parser.recognizer import GrammarAutomaton
+from banister.vocab.named import load_named
 from shared_data import JSON_SCHEMA_TEST_SUITE
 
 TAGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
@@ -67,26 +68,29 @@ def test_string_items_agree_with_jsonschema(compiler, which, items, space):
     assert _accepts(compiler.json_schema(schema), text) == expected, text
 
 
-@pytest.mark.parametrize(("prefix", "repeats"), [
-    ('["a.", "a', True),  # the rest of "a." and its quote, one GPT-2 token
-    ('["", ', True),  # a token holding a whole "" item
-    ('["", "', True),  # the quote of "" (alone and with what follows) and a token closing two strings
-    ('["\\u00e9.", "\u00e9', True),  # an earlier item spelled with an escape
-    ('["\u00e9", "\\u00', False),  # inside an escape: every token that closes the string is checked
-    ('["\U0001f600", "\\ud83d', False),  # a high surrogate waiting for its pair
-    ('["a", "b", ', False),
+@pytest.mark.parametrize(("name", "prefix", "repeats"), [
+    ("gpt2", '["a.", "a', True),  # the rest of "a." and its quote, one token
+    ("gpt2", '["", ', True),  # a token holding a whole "" item
+    ("gpt2", '["", "', True),  # the quote of "" (alone and with what follows) and a token closing two strings
+    ("gpt2", '["\\u00e9.", "\u00e9', True),  # an earlier item spelled with an escape
+    ("gpt2", '["\u00e9", "\\u00', False),  # inside an escape: every token that closes the string is checked
+    ("gpt2", '["\U0001f600", "\\ud83d', False),  # a high surrogate waiting for its pair
+    ("gpt2", '["a", "b", ', False),
+    ("llama3", '["\\"", "', True),  # tokens that close the string after an escaped quote
+    ("llama3", '["\\\\", "', True),  # after an escaped backslash
+    ("llama3", '["a\\/", "a', True),  # "a\/" is "a/": the token '/"' repeats it
 ])
-def test_masks_are_the_tokens_that_advance(compiler, gpt2, prefix, repeats):
-    compiled = compiler.json_schema(TAGS)
+def test_masks_are_the_tokens_that_advance(name, prefix, repeats):
+    vocab = load_named(name).vocab
+    compiled = Compiler(vocab).json_schema(TAGS)
     automaton = compiled.automaton
     assert isinstance(automaton, DistinctItems)
     m = Matcher(compiled)
     assert m.accept_string(prefix)
-    bitmask = allocate_token_bitmask(1, gpt2.vocab.vocab_size)
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     m.fill_next_token_bitmask(bitmask)
-    bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: gpt2.vocab.vocab_size]
+    bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: vocab.vocab_size]
     allowed = {int(t) for t in np.flatnonzero(bits)}
-    vocab = gpt2.vocab
 
     def advancing(automaton, state):
         return {t for t in range(vocab.vocab_size) if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}

@@ -17,6 +17,7 @@ a string with no way to end.
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from typing import NamedTuple
 
@@ -130,19 +131,18 @@ class DistinctItems:
 
     def _drop_repeats(self, state: DistinctState, row: np.ndarray) -> None:
         """Clear from ``row`` the tokens that the grammar allows but that would close a repeated item."""
-        seen, raw, in_string, escaped = state[1]
-        if seen is None:
+        items = state[1]
+        seen, raw = items.seen, items.raw
+        if seen is None or (items.in_string and raw is None):
             return
         closers = self._closers
-        if not in_string:
-            candidates = [*closers.multiple, *(t for v in seen for t in closers.whole.get(v, ()))]
-        elif raw is None:
-            return
+        candidates = list(closers.multiple)
+        if not items.in_string:
+            candidates += (t for v in seen for t in closers.whole.get(v, ()))
         else:
-            candidates = [*closers.multiple, *closers.after_escape]
-            prefix = None if escaped else _decoded_bytes(raw)
+            prefix = None if items.escaped else _decoded_prefix(raw)  # type: ignore[arg-type]
             if prefix is None:  # inside an escape: any token that closes the string
-                candidates += closers.all_closing
+                candidates += closers.closing
             else:
                 for v in seen:
                     b = v.encode("utf-8", "surrogatepass")
@@ -151,7 +151,7 @@ class DistinctItems:
         n, tokens = row.shape[0], self.vocab.tokens
         for t in candidates:
             word = t >> 5
-            if (word < n and row[word] >> (t & 31) & 1 and _read(state[1], tokens[t])[1]
+            if (word < n and row[word] >> (t & 31) & 1 and _read(items, tokens[t])[1]
                     and self.advance(state, tokens[t]) is None):
                 row[word] &= ~np.uint32(1 << (t & 31))
 
@@ -199,14 +199,14 @@ def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
 class _Closers(NamedTuple):
     """A vocabulary's tokens that may close a string item, by what decides the item's value.
 
-    ``by_rest``: read inside a string, tokens that close it at their first byte ``"`` with no backslash
-    before it, by the bytes before it. ``after_escape``: those with a backslash before their first quote.
-    ``all_closing``: every token with a quote. ``whole``: read outside strings, tokens holding one whole
-    string, by its value. ``multiple``: tokens that may close more than one string (three quotes or more)."""
+    ``by_rest``: read from inside a string (not in an escape), the tokens that close it, by what the
+    text before their closing quote decodes to (UTF-8). ``closing``: every token that closes a string
+    read so. ``whole``: read outside strings, the tokens holding one whole string, by its value.
+    ``multiple``: the tokens that may close two strings (three quotes or more), or whose one string
+    does not decode alone."""
 
     by_rest: dict[bytes, tuple[int, ...]]
-    after_escape: tuple[int, ...]
-    all_closing: tuple[int, ...]
+    closing: tuple[int, ...]
     whole: dict[str, tuple[int, ...]]
     multiple: tuple[int, ...]
 
@@ -220,27 +220,29 @@ def _closers(vocab: Vocabulary) -> _Closers:
         return found
     by_rest: dict[bytes, list[int]] = {}
     whole: dict[str, list[int]] = {}
-    after_escape, closing, multiple = [], [], []
+    closing, multiple = [], []
     for t, text in enumerate(vocab.tokens):
-        if b'"' not in text:
+        quotes = text.count(b'"')
+        if not quotes:
             continue
-        closing.append(t)
-        first = text.index(b'"')
-        if b"\\" in text[:first]:
-            after_escape.append(t)
-        else:
-            by_rest.setdefault(text[:first], []).append(t)
-        if text.count(b'"') >= 3:
+        close = _closing_quote(text)
+        if close is not None:
+            closing.append(t)
+            rest = _decoded_prefix(text[:close])
+            if rest is not None:
+                by_rest.setdefault(rest, []).append(t)
+        if quotes >= 3:
             multiple.append(t)
-        elif text.count(b'"') == 2:
+        elif quotes == 2:
+            first = text.index(b'"')
             value = _decoded(text[first + 1:text.index(b'"', first + 1)])
             if value is not None:
                 whole.setdefault(value, []).append(t)
             else:
                 multiple.append(t)
     found = _CLOSERS[vocab] = _Closers(
-        {k: tuple(v) for k, v in by_rest.items()}, tuple(after_escape), tuple(closing),
-        {k: tuple(v) for k, v in whole.items()}, tuple(multiple),
+        {k: tuple(v) for k, v in by_rest.items()}, tuple(closing), {k: tuple(v) for k, v in whole.items()},
+        tuple(multiple),
     )
     return found
 
@@ -254,15 +256,34 @@ def _decoded(raw: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _decoded_bytes(raw: bytes) -> bytes | None:
-    """The UTF-8 bytes of what a string's raw content so far decodes to, a character cut in its bytes
-    included; None while an escape is unfinished (``\\u00``) or a high surrogate waits for its pair."""
+def _closing_quote(text: bytes) -> int | None:
+    """Where ``text``, read from inside a string (not in an escape), closes it; None if it does not."""
+    escaped = False
+    for i, b in enumerate(text):
+        if escaped:
+            escaped = False
+        elif b == _BACKSLASH:
+            escaped = True
+        elif b == _QUOTE:
+            return i
+    return None
+
+
+_ESCAPES = re.compile(rb'(?:\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt]))+')
+
+
+def _decoded_prefix(raw: bytes) -> bytes | None:
+    """What a string's raw text so far decodes to, as UTF-8 bytes (a character cut in its bytes stays
+    cut); None while an escape is unfinished or a high surrogate's escape may still get its pair."""
     if b"\\" not in raw:
         return raw
-    cut = len(raw)
-    while cut and raw[cut - 1] >= 0x80:
-        cut -= 1  # characters past the last ASCII byte, the last perhaps unfinished: no escape among them
-    value = _decoded(raw[:cut])
-    if value is None or (cut == len(raw) and value and 0xD800 <= ord(value[-1]) <= 0xDBFF):
+    out, at, value = bytearray(), 0, ""
+    for run in _ESCAPES.finditer(raw):
+        if b"\\" in raw[at:run.start()]:
+            return None
+        value = json.loads(b'"' + run.group() + b'"')
+        out += raw[at:run.start()] + value.encode("utf-8", "surrogatepass")
+        at = run.end()
+    if b"\\" in raw[at:] or (at == len(raw) and 0xD800 <= ord(value[-1]) <= 0xDBFF):
         return None
-    return value.encode("utf-8", "surrogatepass") + raw[cut:]
+    return bytes(out + raw[at:])
