@@ -90,8 +90,9 @@ def verdict(schema: Any, text: str) -> str:
     ``"no Python regex"`` for a schema whose pattern Python's ``re`` cannot read, such as ECMA's ``\\cC``):
 
     - ``"repeated key"``: a key repeated among additional properties, which banister judges member by
-      member (docs/json-schema.md, free-form values), while Python's ``json`` keeps the last value: the
-      text is valid to ``jsonschema`` once member counts (``minProperties``) are left out;
+      member where it does not keep them apart (docs/json-schema.md, free-form values), while Python's
+      ``json`` keeps the last value: the text is valid to ``jsonschema`` once member counts
+      (``minProperties``) are left out;
     - ``"regex dialect"``: valid once the characters ECMA-262 and Python class apart in ``\\s``, ``\\w`` and
       ``\\d`` are replaced by ones both class alike (patterns follow ECMA-262, docs/regex.md);
     - ``"double rounding"``: valid once the schema's and the text's numbers are read exactly (Python reads

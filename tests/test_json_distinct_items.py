@@ -1,5 +1,6 @@
-"""``uniqueItems`` on arrays of strings (parser/distinct.py): checked against the ``jsonschema`` package,
-the JSON-Schema-Test-Suite, and masks against advancing over every token of the vocabulary."""
+"""No repeated strings where JSON Schema counts them (parser/distinct.py): ``uniqueItems`` on arrays of
+strings, keys under ``minProperties``. Checked against the ``jsonschema`` package, the
+JSON-Schema-Test-Suite, and masks against advancing over every token of the vocabulary."""
 
 import json
 
@@ -25,6 +26,12 @@ SCHEMAS = [
     {"anyOf": [{**TAGS, "minItems": 3}, {"type": "array", "items": {"type": "string"}, "maxItems": 2}]},
     {"type": "object", "properties": {"a": {**TAGS, "items": {"type": "string", "minLength": 1}},
                                       "b": {"type": "array", "items": TAGS}}},
+]
+
+COUNTED = [
+    {"type": "object", "minProperties": 2, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "minProperties": 3, "properties": {"id": {"type": "integer"}},
+     "patternProperties": {"^[a-z]+$": {"type": "integer"}}},
 ]
 
 
@@ -79,10 +86,12 @@ def test_string_items_agree_with_jsonschema(compiler, which, items, space):
     ("llama3", '["\\"", "', True),  # tokens that close the string after an escaped quote
     ("llama3", '["\\\\", "', True),  # after an escaped backslash
     ("llama3", '["a\\/", "a', True),  # "a\/" is "a/": the token '/"' repeats it
+    ("gpt2", '{"a.": 1, "a', True),  # an object's key
+    ("gpt2", '{"": 1, ', True),
 ])
 def test_masks_are_the_tokens_that_advance(name, prefix, repeats):
     vocab = load_named(name).vocab
-    compiled = Compiler(vocab).json_schema(TAGS)
+    compiled = Compiler(vocab).json_schema(TAGS if prefix[0] == "[" else COUNTED[0])
     automaton = compiled.automaton
     assert isinstance(automaton, DistinctItems)
     m = Matcher(compiled)
@@ -100,12 +109,30 @@ def test_masks_are_the_tokens_that_advance(name, prefix, repeats):
     assert bool(advancing(automaton.automaton, m.state[0]) - allowed) == repeats
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(range(len(COUNTED))),
+       st.lists(st.tuples(st.text(st.sampled_from("ab\u00e9"), max_size=2), st.lists(st.booleans(), max_size=2)),
+                max_size=4))
+def test_counted_keys_do_not_repeat(compiler, which, keys):
+    # Python's json keeps a repeated key's last value: the text would count a member more than
+    # jsonschema does, so banister writes no repeated key there.
+    schema = COUNTED[which]
+    text = "{" + ", ".join(f"{_spelled(k, e)}: {i}" for i, (k, e) in enumerate(keys)) + "}"
+    accepted = _accepts(compiler.json_schema(schema), text)
+    repeated = len({k for k, _ in keys}) < len(keys)
+    assert accepted == (not repeated and jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))), text
+
+
 def test_only_schemas_that_ask_for_unique_items_track_them(compiler):
     assert isinstance(compiler.json_schema({"type": "array", "items": {"type": "string"}}).automaton,
                       GrammarAutomaton)
     assert isinstance(compiler.json_schema(TAGS).automaton, DistinctItems)
+    assert isinstance(compiler.json_schema(COUNTED[0]).automaton, DistinctItems)
+    assert isinstance(compiler.json_schema({"type": "object", "minProperties": 1}).automaton, GrammarAutomaton)
     with pytest.raises(SchemaError, match="uniqueItems"):  # the grammar alone can't enforce it
         json_schema_to_grammar(TAGS)
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        compiler.json_schema(TAGS, distinct_items=False)
 
 
 @pytest.mark.parametrize("items", [

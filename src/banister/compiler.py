@@ -111,7 +111,8 @@ class Compiler:
         ``options`` are those of :func:`banister.grammar.json_schema.json_schema_to_grammar`:
         ``strict``, ``key_order`` ("schema" or "any"), ``whitespace`` ("flexible", "compact",
         "pretty"), ``max_whitespace``, ``max_nesting``, ``draft``, ``unsupported_formats``,
-        ``unknown_formats``.
+        ``unknown_formats``, ``distinct_items`` (True here: repeated strings are kept out, see
+        :mod:`banister.parser.distinct`).
         Raises ``SchemaError`` naming the keyword and its JSON pointer, or ``LimitError``.
         """
         from banister.grammar.json_schema import json_schema_to_grammar, schema_text
@@ -125,7 +126,7 @@ class Compiler:
         # in the warm cache.
         defer = self.warm_cache is None
         return self._cached("json_schema", key, lambda: self._grammar_automaton(
-            json_schema_to_grammar(schema, defer=defer, distinct_items=True, **options)))
+            json_schema_to_grammar(schema, defer=defer, **{"distinct_items": True, **options})))
 
     def json(self, **options: Any) -> CompiledGrammar:
         """Compile JSON mode: any JSON value (the schema ``{}``), nested to any depth (or at most ``max_nesting``)."""

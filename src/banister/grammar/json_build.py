@@ -106,8 +106,9 @@ class BuildOptions:
     """Leave property values that ``Logic.deferrable`` proves safe pending (see :meth:`symbol`),
     all built when a parser first needs one: the grammar's ``expander`` is the builder."""
     distinct_items: bool = False
-    """Enforce ``uniqueItems`` on arrays of strings with :data:`~banister.grammar.ir.DISTINCT` lexemes
-    (the grammar is then marked ``distinct_items``); without it such arrays are refused."""
+    """Mark with :data:`~banister.grammar.ir.DISTINCT` lexemes where strings must not repeat: the items of
+    arrays of strings under ``uniqueItems`` (refused without it) and, under ``minProperties`` of two or
+    more, the keys that no name covers (the grammar is then marked ``distinct_items``)."""
 
 
 Piece = tuple[Symbol, ...]
@@ -542,6 +543,7 @@ class JsonGrammarBuilder:
         self.comma = self._lex(w + escape_text(comma) + w)
         self.quote = self._lex('"')
         self.string = self._lex('"' + ANY_CHAR + '*"')
+        self.distinct_colon = self._lex(DISTINCT + self.colon.pattern)
         self.distinct_comma = self._lex(DISTINCT + self.comma.pattern)
         self.distinct_close = self._lex(DISTINCT + self.close_arr.pattern)
 
@@ -1182,7 +1184,11 @@ class JsonGrammarBuilder:
             members[name] = self._variants(node_and(*parts), witness, lambda n, name=name: self._member(name, n))
         if any(not members[n] for n in t.required):
             return None
-        extra = self._cached(("extra", t.rules, t.exists, tuple(sorted(names))), lambda: self._extra_members(t, names))
+        # Where a count needs two members, an other key is followed by the marked colon, which ends no
+        # repeated key (see DistinctItems): a repeat would count twice here and once in a JSON parser.
+        distinct = self.o.distinct_items and t.min_props >= 2
+        extra = self._cached(("extra", t.rules, t.exists, tuple(sorted(names)), distinct),
+                             lambda: self._extra_members(t, names, distinct))
         tracked = sorted({x for a, bs in t.deps for x in (a, *bs)})
         cap = t.max_props if t.max_props is not None else t.min_props  # counts past it change nothing
         done = (1 << len(t.exists)) - 1
@@ -1289,10 +1295,11 @@ class JsonGrammarBuilder:
 
         return self._sequence((frozenset(), 0, 0), final, moves, "object")
 
-    def _extra_members(self, t: ObjTerm, names: list[str]) -> list[tuple[Piece, int]]:
+    def _extra_members(self, t: ObjTerm, names: list[str], distinct: bool = False) -> list[tuple[Piece, int]]:
         """Members whose key is none of ``names``, with the obligation bits each can meet. Their key
         language is split into regions by the rules (patternProperties, additionalProperties,
-        propertyNames) and obligations that apply, each region with its value node."""
+        propertyNames) and obligations that apply, each region with its value node. ``distinct``: the
+        keys of a region whose every prefix has endless completions are followed by the marked colon."""
         rules = [(keys, node) for keys, node, _ in t.rules]
         if not t.exists and (all(keys[0] == "other" and not keys[2] for keys, _ in rules)
                              or all(self.logic.dnf(node) == [ANY] for _, node in rules)):
@@ -1306,7 +1313,7 @@ class JsonGrammarBuilder:
             if names and plain_names(names):
                 offer_builder(pattern, functools.partial(_keys_except_dfa, tuple(names), self.string.pattern),
                               _string_states(self.string.pattern) + sum(map(len, names)) + 2)
-            return [((self._lex(pattern), self.colon, value), 0)]
+            return [((self._lex(pattern), self.distinct_colon if distinct else self.colon, value), 0)]
         keysets = [keys for keys, _ in rules] + [keys for keys, _, _ in t.exists]
         components = [self._keyset_dfa(keys) for keys in keysets]
         components.append(json_automata.literals(names))
@@ -1328,9 +1335,10 @@ class JsonGrammarBuilder:
             key_symbol = self._plan(key_dfa_regex(region, self.s.max_regex_length))
             if key_symbol is None:
                 continue
+            colon = self.distinct_colon if distinct and json_automata.is_endless(region) else self.colon
             witness = [(e, w) for e, (_, w, _) in enumerate(t.exists) if sig[len(rules) + e]]
             for value, bits in self._variants(value_node, witness, self.symbol):
-                by_bits.setdefault(bits, []).append((key_symbol, self.colon, value))
+                by_bits.setdefault(bits, []).append((key_symbol, colon, value))
         return [((self.r.add("extra", alts),), bits) for bits, alts in by_bits.items()]
 
     def _keyset_dfa(self, keys: tuple) -> CharDFA:

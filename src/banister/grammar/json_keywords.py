@@ -50,7 +50,8 @@ KEYWORDS: tuple[Keyword, ...] = (
     ),
     Keyword("propertyNames", "enforced", "every key is valid under a string schema", ""),
     Keyword("minProperties", "enforced", "at least n members",
-            "counts members: a key repeated among additional properties counts each time"),
+            "counts members; through `Compiler.json_schema`, keys no name covers do not repeat where "
+            "n >= 2 (unless their key language can run out)"),
     Keyword("maxProperties", "enforced", "at most n members", ""),
     Keyword("dependentRequired", "enforced", "a present key requires others", ""),
     Keyword("dependentSchemas", "enforced", "a present key requires the object to match a schema", ""),

@@ -84,8 +84,9 @@ def json_schema_to_grammar(
     Such a grammar is for a parser (``GrammarAutomaton``), not whole for anything else.
 
     ``distinct_items`` enforces ``uniqueItems`` on arrays of strings (those whose every prefix has endless
-    completions) as well as on items from a few values: the grammar is then marked ``distinct_items``,
-    for a recognizer that tracks the items (``banister.parser.distinct.DistinctItems``, which
+    completions) as well as on items from a few values, and keeps the keys that no name covers from
+    repeating where ``minProperties`` counts them: the grammar is then marked ``distinct_items``, for a
+    recognizer that tracks the strings (``banister.parser.distinct.DistinctItems``, which
     :meth:`banister.Compiler.json_schema` uses). Without it such arrays are refused.
     """
     settings = settings or _DEFAULT_SETTINGS
@@ -114,19 +115,20 @@ def json_schema_to_grammar(
             settings=settings,
             deadline=deadline,
             defer=defer and key_order == "schema",  # (any order may refuse an object: compile it now)
-            distinct_items=distinct_items and _asks_unique(root),
+            distinct_items=distinct_items and _counts_repeats(root),
         ),
     )
     return builder.build(loc_node(""))
 
 
-def _asks_unique(value: Any) -> bool:
-    """Whether ``uniqueItems: true`` appears anywhere in a schema document."""
+def _counts_repeats(value: Any) -> bool:
+    """Whether ``uniqueItems: true`` or ``minProperties`` of two or more appears in a schema document."""
     todo = [value]
     while todo:
         v = todo.pop()
         if isinstance(v, dict):
-            if v.get("uniqueItems") is True:
+            least = v.get("minProperties")
+            if v.get("uniqueItems") is True or (isinstance(least, (int, float)) and least >= 2):
                 return True
             todo.extend(v.values())
         elif isinstance(v, list):

@@ -1,17 +1,20 @@
-"""``uniqueItems`` over strings: a token automaton that ends no array item equal to one before it.
+"""No repeated strings where JSON Schema counts them: array items under ``uniqueItems``, keys of objects
+under ``minProperties``. A token automaton over a grammar that marks where repeats are refused.
 
-A grammar marked ``distinct_items`` (see :data:`banister.grammar.ir.DISTINCT`) separates and closes the
-items of each such array with marked lexemes. :class:`DistinctItems` wraps its
-:class:`~banister.parser.recognizer.GrammarAutomaton` and reads the text alongside: the decoded strings
-of the innermost array while its items are all strings, and the raw bytes of the string being written
-there. Where a string item closes equal to an earlier one, every hypothesis that would go on with a
-marked lexeme may go on only with the others; an array whose items need not differ keeps the text.
+Duplicate-free sequences are not context-free, so no grammar holds them. A grammar marked
+``distinct_items`` (see :data:`banister.grammar.ir.DISTINCT`) follows such strings with marked lexemes:
+the separators and closing bracket of an array whose string items must differ, the colon after an
+object's other keys where a count needs them distinct. :class:`DistinctItems` wraps its
+:class:`~banister.parser.recognizer.GrammarAutomaton` and reads the text alongside: for each open
+container, the decoded strings seen (an array's string items, an object's keys), and the raw bytes of
+the string being written. Where such a string closes equal to one seen, every hypothesis that would go
+on with a marked lexeme may go on only with the others; a branch that allows the repeat keeps the text.
 
-Masks are the grammar's, less the tokens that would close a repeated item: those are found by the bytes
-before a token's first quote (the rest of an earlier item), or are among the few tokens that close a
-string after a backslash or close more than one, and each is checked by advancing over it. The front end
-takes only items whose every prefix has endless completions, so refusing a closing quote never leaves
-a string with no way to end.
+Masks are the grammar's, less the tokens that would close a repeat: those are found by what the text
+before a token's quote decodes to (the rest of a string seen), or are among the few tokens that hold a
+whole string or close more than one, and each is checked by advancing over it. The front end marks
+only strings whose every prefix has endless completions, so refusing a closing quote never leaves a
+string with no way to end.
 """
 
 from __future__ import annotations
@@ -28,15 +31,19 @@ from banister.parser.recognizer import GrammarAutomaton, GrammarState
 from banister.vocab import Vocabulary
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
-_BETWEEN_ITEMS = frozenset(b" \t\n\r,")
+_OPENING, _CLOSING = frozenset(b"[{"), frozenset(b"]}")
+
+Frame = tuple[frozenset[str], bool, bool]
+"""An open container: the strings seen (an array's string items, an object's keys), whether it is an
+object, and whether a string there now is a key (an object's, after ``{`` or ``,``)."""
 
 
 class Items(NamedTuple):
-    """What the text says of the innermost array: ``seen``, its items' decoded values while they are all
-    strings (None otherwise, or outside arrays); ``raw``, the bytes of the string item being written
-    (None when the text is not inside one); ``in_string`` and ``escaped``, where the text is in any string."""
+    """What the text says: ``frames``, the open containers, innermost last; ``raw``, the bytes of the
+    string being written where it is an item or a key (None elsewhere); ``in_string`` and ``escaped``,
+    where the text is in any string."""
 
-    seen: frozenset[str] | None = None
+    frames: tuple[Frame, ...] = ()
     raw: bytes | None = None
     in_string: bool = False
     escaped: bool = False
@@ -130,17 +137,17 @@ class DistinctItems:
         return ids
 
     def _drop_repeats(self, state: DistinctState, row: np.ndarray) -> None:
-        """Clear from ``row`` the tokens that the grammar allows but that would close a repeated item."""
+        """Clear from ``row`` the tokens that the grammar allows but that would close a repeat."""
         items = state[1]
-        seen, raw = items.seen, items.raw
-        if seen is None or (items.in_string and raw is None):
+        if not items.frames or (items.in_string and items.raw is None):
             return
+        seen = items.frames[-1][0]
         closers = self._closers
         candidates = list(closers.multiple)
         if not items.in_string:
             candidates += (t for v in seen for t in closers.whole.get(v, ()))
         else:
-            prefix = None if items.escaped else _decoded_prefix(raw)  # type: ignore[arg-type]
+            prefix = None if items.escaped else _decoded_prefix(items.raw)  # type: ignore[arg-type]
             if prefix is None:  # inside an escape: any token that closes the string
                 candidates += closers.closing
             else:
@@ -165,9 +172,9 @@ def grammar_automaton(grammar: Grammar, vocab: Vocabulary, *, max_states: int = 
 
 
 def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
-    """``items`` after the text ``data``, and where in ``data`` string items close (just past their
-    quotes) equal to an earlier item of their array."""
-    seen, raw, in_string, escaped = items
+    """``items`` after the text ``data``, and where in ``data`` strings close (just past their quotes)
+    that repeat one their container has seen."""
+    frames, raw, in_string, escaped = items
     repeats = []
     for i, b in enumerate(data):
         if in_string:
@@ -178,22 +185,25 @@ def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
             elif b == _QUOTE:
                 in_string = False
                 value = None if raw is None else _decoded(raw)
-                if value is not None and seen is not None:  # a string item (the grammar writes JSON strings)
+                if value is not None:  # (always: the grammar writes JSON strings)
+                    seen, is_object, at_key = frames[-1]
                     if value in seen:
                         repeats.append(i + 1)
-                    seen = seen | {value}
+                    frames = (*frames[:-1], (seen | {value}, is_object, at_key))
                 raw = None
                 continue
             if raw is not None:
                 raw += data[i:i + 1]
         elif b == _QUOTE:
             in_string = True
-            raw = b"" if seen is not None else None
-        elif b == 0x5B:  # [
-            seen = frozenset()
-        elif b not in _BETWEEN_ITEMS:
-            seen = None
-    return Items(seen, raw, in_string, escaped), repeats
+            raw = b"" if frames and (not frames[-1][1] or frames[-1][2]) else None
+        elif b in _OPENING:
+            frames = (*frames, (frozenset(), b == 0x7B, True))
+        elif b in _CLOSING:
+            frames = frames[:-1]
+        elif (b == 0x3A or b == 0x2C) and frames and frames[-1][1]:  # an object's ':' or ','
+            frames = (*frames[:-1], (frames[-1][0], True, b == 0x2C))
+    return Items(frames, raw, in_string, escaped), repeats
 
 
 class _Closers(NamedTuple):
