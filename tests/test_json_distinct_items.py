@@ -32,6 +32,7 @@ COUNTED = [
     {"type": "object", "minProperties": 2, "additionalProperties": {"type": "integer"}},
     {"type": "object", "minProperties": 3, "properties": {"id": {"type": "integer"}},
      "patternProperties": {"^[a-z]+$": {"type": "integer"}}},
+    {"type": "object", "minProperties": 2, "additionalProperties": {"type": ["string", "object"]}},
 ]
 
 
@@ -75,23 +76,25 @@ def test_string_items_agree_with_jsonschema(compiler, which, items, space):
     assert _accepts(compiler.json_schema(schema), text) == expected, text
 
 
-@pytest.mark.parametrize(("name", "prefix", "repeats"), [
-    ("gpt2", '["a.", "a', True),  # the rest of "a." and its quote, one token
-    ("gpt2", '["", ', True),  # a token holding a whole "" item
-    ("gpt2", '["", "', True),  # the quote of "" (alone and with what follows) and a token closing two strings
-    ("gpt2", '["\\u00e9.", "\u00e9', True),  # an earlier item spelled with an escape
-    ("gpt2", '["\u00e9", "\\u00', False),  # inside an escape: every token that closes the string is checked
-    ("gpt2", '["\U0001f600", "\\ud83d', False),  # a high surrogate waiting for its pair
-    ("gpt2", '["a", "b", ', False),
-    ("llama3", '["\\"", "', True),  # tokens that close the string after an escaped quote
-    ("llama3", '["\\\\", "', True),  # after an escaped backslash
-    ("llama3", '["a\\/", "a', True),  # "a\/" is "a/": the token '/"' repeats it
-    ("gpt2", '{"a.": 1, "a', True),  # an object's key
-    ("gpt2", '{"": 1, ', True),
+@pytest.mark.parametrize(("name", "schema", "prefix", "repeats"), [
+    ("gpt2", TAGS, '["a.", "a', True),  # the rest of "a." and its quote, one token
+    ("gpt2", TAGS, '["", ', True),  # a token holding a whole "" item
+    ("gpt2", TAGS, '["", "', True),  # the quote of "" (alone and with what follows) and a token closing two strings
+    ("gpt2", TAGS, '["\\u00e9.", "\u00e9', True),  # an earlier item spelled with an escape
+    ("gpt2", TAGS, '["\u00e9", "\\u00', False),  # inside an escape: every token that closes the string is checked
+    ("gpt2", TAGS, '["\U0001f600", "\\ud83d', False),  # a high surrogate waiting for its pair
+    ("gpt2", TAGS, '["a", "b", ', False),
+    ("llama3", TAGS, '["\\"", "', True),  # tokens that close the string after an escaped quote
+    ("llama3", TAGS, '["\\\\", "', True),  # after an escaped backslash
+    ("llama3", TAGS, '["a\\/", "a', True),  # "a\/" is "a/": the token '/"' repeats it
+    ("gpt2", COUNTED[0], '{"a.": 1, "a', True),  # an object's key
+    ("gpt2", COUNTED[0], '{"": 1, ', True),
+    ("llama3", COUNTED[2], '{"a": "x", "b": "y', False),  # in a value: a token may close it and hold a whole key
+    ("llama3", COUNTED[2], '{"a": {"a": "b"}', False),  # after an inner object, the outer one's keys
 ])
-def test_masks_are_the_tokens_that_advance(name, prefix, repeats):
+def test_masks_are_the_tokens_that_advance(name, schema, prefix, repeats):
     vocab = load_named(name).vocab
-    compiled = Compiler(vocab).json_schema(TAGS if prefix[0] == "[" else COUNTED[0])
+    compiled = Compiler(vocab).json_schema(schema)
     automaton = compiled.automaton
     assert isinstance(automaton, DistinctItems)
     m = Matcher(compiled)
@@ -102,7 +105,8 @@ def test_masks_are_the_tokens_that_advance(name, prefix, repeats):
     allowed = {int(t) for t in np.flatnonzero(bits)}
 
     def advancing(automaton, state):
-        return {t for t in range(vocab.vocab_size) if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
+        return {t for t in range(vocab.vocab_size)
+                if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
 
     assert allowed == advancing(automaton, m.state)
     # the tokens the grammar alone allows that would repeat an item

@@ -139,23 +139,25 @@ class DistinctItems:
     def _drop_repeats(self, state: DistinctState, row: np.ndarray) -> None:
         """Clear from ``row`` the tokens that the grammar allows but that would close a repeat."""
         items = state[1]
-        if not items.frames or (items.in_string and items.raw is None):
-            return
-        seen = items.frames[-1][0]
         closers = self._closers
-        candidates = list(closers.multiple)
-        if not items.in_string:
-            candidates += (t for v in seen for t in closers.whole.get(v, ()))
-        else:
-            prefix = None if items.escaped else _decoded_prefix(items.raw)  # type: ignore[arg-type]
-            if prefix is None:  # inside an escape: any token that closes the string
-                candidates += closers.closing
+        ids, words, bits = closers.multiple
+        n = row.shape[0]
+        inside = words < n
+        candidates = ids[inside][(row[words[inside]] & bits[inside]) != 0].tolist()
+        if items.frames and not (items.in_string and items.raw is None):
+            seen = items.frames[-1][0]
+            if not items.in_string:
+                candidates += (t for v in seen for t in closers.whole.get(v, ()))
             else:
-                for v in seen:
-                    b = v.encode("utf-8", "surrogatepass")
-                    if b.startswith(prefix):
-                        candidates += closers.by_rest.get(b[len(prefix):], ())
-        n, tokens = row.shape[0], self.vocab.tokens
+                prefix = None if items.escaped else _decoded_prefix(items.raw)  # type: ignore[arg-type]
+                if prefix is None:  # inside an escape: any token that closes the string
+                    candidates += closers.closing
+                else:
+                    for v in seen:
+                        b = v.encode("utf-8", "surrogatepass")
+                        if b.startswith(prefix):
+                            candidates += closers.by_rest.get(b[len(prefix):], ())
+        tokens = self.vocab.tokens
         for t in candidates:
             word = t >> 5
             if (word < n and row[word] >> (t & 31) & 1 and _read(items, tokens[t])[1]
@@ -212,13 +214,14 @@ class _Closers(NamedTuple):
     ``by_rest``: read from inside a string (not in an escape), the tokens that close it, by what the
     text before their closing quote decodes to (UTF-8). ``closing``: every token that closes a string
     read so. ``whole``: read outside strings, the tokens holding one whole string, by its value.
-    ``multiple``: the tokens that may close two strings (three quotes or more), or whose one string
-    does not decode alone."""
+    ``multiple``: the tokens checked at every mask, as ids, bitmask words and bits: those that may close
+    two strings (three quotes or more), close a container before a whole string (which the string's
+    container then holds), or hold one that does not decode alone."""
 
     by_rest: dict[bytes, tuple[int, ...]]
     closing: tuple[int, ...]
     whole: dict[str, tuple[int, ...]]
-    multiple: tuple[int, ...]
+    multiple: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 _CLOSERS: weakref.WeakKeyDictionary[Vocabulary, _Closers] = weakref.WeakKeyDictionary()
@@ -241,18 +244,18 @@ def _closers(vocab: Vocabulary) -> _Closers:
             rest = _decoded_prefix(text[:close])
             if rest is not None:
                 by_rest.setdefault(rest, []).append(t)
-        if quotes >= 3:
-            multiple.append(t)
-        elif quotes == 2:
+        if quotes == 2:
             first = text.index(b'"')
             value = _decoded(text[first + 1:text.index(b'"', first + 1)])
-            if value is not None:
+            if value is not None and not _CLOSING.intersection(text[:first]):
                 whole.setdefault(value, []).append(t)
-            else:
-                multiple.append(t)
+                continue
+        if quotes >= 2:
+            multiple.append(t)
+    ids = np.array(multiple, dtype=np.int64)
     found = _CLOSERS[vocab] = _Closers(
         {k: tuple(v) for k, v in by_rest.items()}, tuple(closing), {k: tuple(v) for k, v in whole.items()},
-        tuple(multiple),
+        (ids, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32))),
     )
     return found
 
