@@ -18,9 +18,10 @@ from banister.errors import GrammarError
 
 
 DISTINCT = "(?:)"
-"""Leads the pattern of a lexeme that follows an item of an array whose string items must differ
-(``uniqueItems``): an empty group, so the lexeme's language is the plain one's while its pattern, which
-names it, is not. A grammar marked ``distinct_items`` is read so (:mod:`banister.parser.distinct`)."""
+"""Leads the pattern of a lexeme that follows a string which must not repeat one its array or object
+holds (an item under ``uniqueItems``, a key counted by ``minProperties``): an empty group, so the
+lexeme's language is the plain one's while its pattern, which names it, is not. A grammar marked
+``distinct_items`` is read so (:mod:`banister.parser.distinct`)."""
 
 
 class Lexeme(NamedTuple):
@@ -69,9 +70,9 @@ class Grammar:
     proved safe so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
     each derives some text once built.
 
-    ``distinct_items``: lexemes whose patterns start with :data:`DISTINCT` may close or separate the
-    string items of an array, and end no item equal to one before it in that array. Only a recognizer
-    that tracks the items reads the grammar right (``banister.parser.distinct.DistinctItems``).
+    ``distinct_items``: lexemes whose patterns start with :data:`DISTINCT` follow no string equal to one
+    its array (items) or object (keys) held before. Only a recognizer that tracks those strings reads
+    the grammar right (``banister.parser.distinct.DistinctItems``).
     """
 
     rules: Mapping[str, tuple[Alternative, ...]]
