@@ -41,9 +41,11 @@ STOP = 0.35
 """Chance of stopping where EOS is allowed (else a random allowed token)."""
 CLOSE_BIAS = 0.6
 """Chance of picking among the allowed tokens that hold a closing character, when there are some."""
-_SPACES = {"\ufeff": " ", "\x1c": "x", "\x1d": "x", "\x1e": "x", "\x1f": "x", "\x85": "x"}
-"""Characters that ECMA-262's ``\\s`` (banister's) and Python's (``jsonschema``'s) class apart, each
-with one both class alike (U+FEFF is white space to ECMA only; the others to Python only)."""
+_SPACES = {"\ufeff": " ", "\x1c": "!", "\x1d": "!", "\x1e": "!", "\x1f": "!", "\x85": "!",
+           "\r": "\n", "\u2028": "\n", "\u2029": "\n"}
+"""Characters that ECMA-262's ``\\s`` or ``.`` (banister's) and Python's (``jsonschema``'s) class apart,
+each with one that Python classes as ECMA classes it (U+FEFF is white space to ECMA only, the next five
+to Python only; ECMA's ``.`` stops at the line ends CR, U+2028 and U+2029, Python's only at LF)."""
 _ECMA_WORD = re.compile(r"[A-Za-z0-9_]")  # ECMA-262's \w (Python's adds the letters and digits past ASCII)
 EXPLAINED = ("too long", "valid", "repeated key", "regex dialect", "double rounding", "no Python regex")
 """What a walk may end in without a wrong answer (a walk given up, or a text ``jsonschema`` accepts or
@@ -93,8 +95,8 @@ def verdict(schema: Any, text: str) -> str:
       member where it does not keep them apart (docs/json-schema.md, free-form values), while Python's
       ``json`` keeps the last value: the text is valid to ``jsonschema`` once member counts
       (``minProperties``) are left out;
-    - ``"regex dialect"``: valid once the characters ECMA-262 and Python class apart in ``\\s``, ``\\w`` and
-      ``\\d`` are replaced by ones both class alike (patterns follow ECMA-262, docs/regex.md);
+    - ``"regex dialect"``: valid once the characters ECMA-262 and Python class apart in ``\\s``, ``\\w``,
+      ``\\d`` and ``.`` are replaced by ones both class alike (patterns follow ECMA-262, docs/regex.md);
     - ``"double rounding"``: valid once the schema's and the text's numbers are read exactly (Python reads
       ``1e308`` as the nearest double, not ten to the 308th).
     """
@@ -156,8 +158,8 @@ def _without_counts(schema: Any) -> Any:
 
 
 def _dialect_free(value: Any) -> Any:
-    """``value`` with every character the two dialects class apart replaced: the spaces of ``_SPACES``,
-    and a letter or digit beyond ASCII (Python's ``\\w`` and ``\\d`` hold it, ECMA's do not) by ``!``."""
+    """``value`` with every character the two dialects class apart replaced: those of ``_SPACES``, and a
+    letter or digit beyond ASCII (Python's ``\\w`` and ``\\d`` hold it, ECMA's do not) by ``!``."""
     if isinstance(value, str):
         return "".join(_SPACES.get(c, "!" if re.match(r"\w", c) and not _ECMA_WORD.match(c) else c) for c in value)
     if isinstance(value, list):

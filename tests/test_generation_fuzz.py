@@ -38,6 +38,8 @@ def _script():
     ({"type": "string", "pattern": "^\\s$"}, '"x"', "unexplained"),
     ({"type": "string", "pattern": "^\\W$"}, '"\u30a1"', "regex dialect"),
     ({"type": "string", "pattern": "^\\W$"}, '"a"', "unexplained"),
+    ({"patternProperties": {"^.+$": {"type": "string"}}}, '{"\\r": 1}', "regex dialect"),  # ECMA's . stops at CR
+    ({"patternProperties": {"^.+$": {"type": "string"}}}, '{"a": 1}', "unexplained"),
     ({"type": "string", "pattern": "^\\cC$"}, '"\\u0003"', "no Python regex"),
     ({"enum": [1e308]}, "1" + "0" * 308, "double rounding"),
     ({"enum": [1e308]}, "2" + "0" * 308, "unexplained"),
