@@ -127,7 +127,7 @@ def test_counted_keys_do_not_repeat(compiler, which, keys):
     assert accepted == (not repeated and jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))), text
 
 
-def test_only_schemas_that_ask_for_unique_items_track_them(compiler):
+def test_only_schemas_that_count_repeats_track_strings(compiler):
     assert isinstance(compiler.json_schema({"type": "array", "items": {"type": "string"}}).automaton,
                       GrammarAutomaton)
     assert isinstance(compiler.json_schema(TAGS).automaton, DistinctItems)
