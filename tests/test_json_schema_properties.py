@@ -257,6 +257,7 @@ _CHECKED_FORMATS = [
     "iri",
     "iri-reference",
     "uuid",
+    "uri-template",
     "json-pointer",
     "relative-json-pointer",
     "regex",

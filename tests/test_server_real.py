@@ -121,12 +121,12 @@ def test_stream_equals_whole_answer_for_the_same_seed(client):
 
 
 def test_bad_schema_message_reaches_the_client(client):
-    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "uri-template"}}}
+    schema = {"type": "object", "properties": {"when": {"type": "string", "pattern": "\\bnoon"}}}
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="smollm2", messages=WEATHER_QUESTION,
                                        response_format={"type": "json_schema",
                                                         "json_schema": {"name": "x", "schema": schema}})
-    assert "uri-template" in info.value.body["message"] and "#/properties/when" in info.value.body["message"]
+    assert "\\b" in info.value.body["message"] and "#/properties/when/pattern" in info.value.body["message"]
 
 
 def test_banister_serve_command(default_model):

@@ -137,6 +137,10 @@ _DURATION = (
     "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)"
 )
 _JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
+# RFC 6570 level 4: ASCII literals and expressions; a name starts with a plain character and a prefix
+# has at most three digits (the checker here, uri_template, refuses longer ones and a leading `%`).
+_VARSPEC = rf"[A-Za-z0-9_](?:\.?(?:[A-Za-z0-9_]|{_PCT}))*(?::[1-9][0-9]{{0,2}}|\*)?"
+_URI_TEMPLATE = rf"(?:[!#$&(-;=?-Z\[\]_a-z~]|{_PCT}|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 _TIME_SHAPE = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
 _URI_CHARS = r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]"
 _SCHEME_FIRST = f"^{_SCHEME}"
@@ -231,6 +235,8 @@ FORMATS: dict[str, Format] = {
             "RFC 9562 hyphenated form",
             exact=True,
         ),
+        Format("uri-template", _URI_TEMPLATE, "RFC 6570 (level 4) with ASCII literals; a variable name starts "
+               "with a letter, digit or `_`, a prefix has at most 3 digits (narrower)"),
         Format("json-pointer", _JSON_POINTER, "RFC 6901", exact=True),
         Format(
             "relative-json-pointer",
@@ -248,7 +254,7 @@ FORMATS: dict[str, Format] = {
 
 
 #: Every format name the JSON Schema specification (2020-12 and earlier drafts) defines: one that
-#: :data:`FORMATS` lacks is refused unless ``unsupported_formats="ignore"``; other names are not
+#: :data:`FORMATS` lacked would be refused unless ``unsupported_formats="ignore"`` (none does); other names are not
 #: formats a validator can check, and are annotations unless ``unknown_formats="error"``.
 SPEC_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",

@@ -91,8 +91,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "format",
         "enforced",
         "the formats below, for strings (int32/int64 for numbers)",
-        "other formats of the specification raise unless `unsupported_formats='ignore'`; names it does not "
-        "define are annotations (`unknown_formats`)",
+        "every format of the specification is enforced; names it does not define are annotations "
+        "(`unknown_formats`)",
     ),
     Keyword(
         "minimum",
@@ -243,8 +243,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "unsupported_formats",
         '"error"',
-        '`"ignore"`: treat the formats JSON Schema defines but banister cannot enforce (`uri-template`) as '
-        'annotations',
+        '`"ignore"`: treat the formats JSON Schema defines but banister cannot enforce as annotations (none '
+        'at present: banister enforces them all)',
     ),
     Option(
         "unknown_formats",
