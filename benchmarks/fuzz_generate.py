@@ -32,6 +32,8 @@ from typing import Any
 
 import jsonschema
 import numpy as np
+import referencing
+import referencing.jsonschema
 
 from banister import Compiler, Matcher, allocate_token_bitmask
 from banister.bench.maskbench import read_records
@@ -86,7 +88,7 @@ def walk(matcher: Matcher, vocab: Any, texts: list[bytes], closing: np.ndarray, 
     return "too long", bytes(out)
 
 
-def verdict(schema: Any, text: str) -> str:
+def verdict(schema: Any, text: str, registry: referencing.Registry | None = None) -> str:
     """``"valid"`` when ``jsonschema`` accepts ``text`` under ``schema``; else the documented difference
     that explains its verdict, or ``"unexplained"`` (``"not JSON"`` for a text Python's ``json`` refuses,
     ``"no Python regex"`` for a schema whose pattern Python's ``re`` cannot read, such as ECMA's ``\\cC``):
@@ -105,25 +107,29 @@ def verdict(schema: Any, text: str) -> str:
     except ValueError:
         return "not JSON"
     try:
-        return _verdict(schema, text, value)
+        return _verdict(schema, text, value, {} if registry is None else {"registry": registry})
     except re.error:
         return "no Python regex"
 
 
-def _verdict(schema: Any, text: str, value: Any) -> str:
+def _verdict(schema: Any, text: str, value: Any, registry: dict[str, Any]) -> str:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     formats = cls.FORMAT_CHECKER  # the draft's own checkers (a bare FormatChecker mixes the drafts')
-    if cls(schema, format_checker=formats).is_valid(value):
+
+    def valid(schema: Any, value: Any) -> bool:
+        return cls(schema, format_checker=formats, **registry).is_valid(value)
+
+    if valid(schema, value):
         return "valid"
-    if _repeats_a_key(text) and cls(_without_counts(schema), format_checker=formats).is_valid(value):
+    if _repeats_a_key(text) and valid(_without_counts(schema), value):
         return "repeated key"
     neutral = _dialect_free(value)
-    if neutral != value and cls(schema, format_checker=formats).is_valid(neutral):
+    if neutral != value and valid(schema, neutral):
         return "regex dialect"
     try:
         with decimal.localcontext(prec=_EXACT_DIGITS):
             exact = json.loads(json.dumps(schema), parse_float=Decimal)
-            if cls(exact, format_checker=formats).is_valid(json.loads(text, parse_float=Decimal)):
+            if valid(exact, json.loads(text, parse_float=Decimal)):
                 return "double rounding"
     except (TypeError, ArithmeticError, jsonschema.SchemaError):
         pass
@@ -169,10 +175,13 @@ def _dialect_free(value: Any) -> Any:
     return value
 
 
+_DIALECT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+
+
 def suite_records(tests: str) -> list[dict[str, Any]]:
     """The schemas of the JSON-Schema-Test-Suite (drafts 2020-12 and 7, optional tests included) as
     records, each naming its draft."""
-    drafts = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    drafts = {"draft2020-12": _DIALECT_2020_12,
               "draft7": "http://json-schema.org/draft-07/schema#"}
     out = []
     for draft, uri in drafts.items():
@@ -183,6 +192,22 @@ def suite_records(tests: str) -> list[dict[str, Any]]:
                     schema = {"$schema": uri, **schema}
                 out.append({"id": f"{path.relative_to(tests)}#{i}", "schema": schema})
     return out
+
+
+def suite_remotes(tests: str) -> dict[str, Any]:
+    """The suite's remote documents, by the URIs its schemas name them with (it serves them at
+    localhost:1234): banister compiles with them as ``resources``, jsonschema reads them from a registry."""
+    root = Path(tests).parent / "remotes"
+    return {f"http://localhost:1234/{path.relative_to(root).as_posix()}": json.loads(path.read_text())
+            for path in sorted(root.rglob("*.json"))}
+
+
+def remote_registry(remotes: dict[str, Any], dialect: str) -> referencing.Registry:
+    """jsonschema's registry of the suite's remotes, those without ``$schema`` read in ``dialect`` (the
+    referring schema's, as banister reads a resource)."""
+    spec = referencing.jsonschema.specification_with(dialect, default=referencing.jsonschema.DRAFT202012)
+    return referencing.Registry().with_resources(
+        (uri, referencing.Resource.from_contents(doc, default_specification=spec)) for uri, doc in remotes.items())
 
 
 def main() -> None:
@@ -206,6 +231,8 @@ def main() -> None:
     vocab = named.vocab
     texts, closing = token_texts(vocab)
     records = suite_records(args.suite) if args.suite else list(read_records(args.data))
+    remotes = suite_remotes(args.suite) if args.suite else {}
+    registries: dict[str, referencing.Registry] = {}  # by dialect
     rng = random.Random(args.seed)
     if args.sample:
         records = rng.sample(records, min(args.sample, len(records)))
@@ -216,16 +243,21 @@ def main() -> None:
     started = time.perf_counter()
     for record in records:
         try:
-            compiled = compiler.json_schema(record["schema"], **options)
+            compiled = compiler.json_schema(record["schema"], **options, **({"resources": remotes} if remotes else {}))
         except Exception:  # noqa: BLE001 - a refused schema generates nothing (the bench counts refusals)
             counts["schemas refused"] += 1
             continue
         counts["schemas"] += 1
+        registry = None
+        if remotes:
+            schema = record["schema"]
+            dialect = (schema.get("$schema") if isinstance(schema, dict) else None) or _DIALECT_2020_12
+            registry = registries.get(dialect) or registries.setdefault(dialect, remote_registry(remotes, dialect))
         for _ in range(args.walks):
             status, data = walk(Matcher(compiled), vocab, texts, closing, rng, args.max_tokens, bitmask)
             counts[status] += 1
             text = data.decode("utf-8", "replace")
-            found = verdict(record["schema"], text) if status == "done" else status
+            found = verdict(record["schema"], text, registry) if status == "done" else status
             if status == "done":
                 counts[found] += 1
             if found not in EXPLAINED:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import referencing
+import referencing.jsonschema
 from test_json_schema_helpers import matches
 
 from banister.errors import LimitError, SchemaError
@@ -491,6 +493,101 @@ def test_references_alone_match_a_validator(draft):
         json_schema_to_grammar(cycle)
 
 
+_PERSON = "https://example.com/schemas/person.json"
+_ADDRESS = "https://example.com/schemas/address.json"
+_DRAFT_7, _DRAFT_2020_12 = "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"
+_RESOURCES = {
+    # Draft 7 by its $schema: a $ref hides its siblings (maxLength) there.
+    _PERSON: {"$schema": _DRAFT_7, "definitions": {"name": {"type": "string", "minLength": 1}},
+              "type": "object", "properties": {"name": {"$ref": "#/definitions/name", "maxLength": 2},
+                                               "address": {"$ref": "address.json"}},
+              "required": ["name"]},
+    _ADDRESS: {"$id": _ADDRESS, "type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+               "required": ["zip"], "additionalProperties": False,
+               "$defs": {"city": {"$anchor": "city", "enum": ["Oslo", "Lima"]}}},
+}
+
+
+def test_references_into_resources_match_a_validator():
+    # Documents given as ``resources`` are reached by absolute and relative URIs, anchors and pointers,
+    # each in its own draft; jsonschema with the same documents in its registry is the oracle.
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {"owner": {"$ref": _PERSON}, "city": {"$ref": f"{_ADDRESS}#city"},
+                             "alias": {"$ref": f"{_PERSON}#/definitions/name"}}}
+    registry = referencing.Registry().with_resources(
+        (uri, referencing.Resource.from_contents(doc, default_specification=referencing.jsonschema.DRAFT202012))
+        for uri, doc in _RESOURCES.items())
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    grammar = json_schema_to_grammar(schema, resources=_RESOURCES)
+    owners = [{"name": "Ada"}, {"name": ""}, {}, {"name": "Al", "address": {"zip": "12345"}},
+              {"name": "Al", "address": {"zip": "123"}}, {"name": "Al", "address": {"zip": "12345", "x": 1}}, 3]
+    for owner, city, alias in itertools.product(owners, ["Oslo", "Rome", 1], ["Bo", ""]):
+        instance = {"owner": owner, "city": city, "alias": alias}
+        text = json.dumps(instance)
+        assert matches(grammar, text) is validator.is_valid(instance), text
+
+
+def test_resources_are_checked_and_named_in_errors():
+    with pytest.raises(SchemaError, match="resources=") as err:
+        json_schema_to_grammar({"$ref": _PERSON})  # nothing is fetched
+    assert err.value.pointer == ""
+    with pytest.raises(SchemaError) as err:
+        json_schema_to_grammar({"$ref": _PERSON}, resources={_PERSON: {"properties": {"a": {"pattern": "(?<=a)"}}}})
+    assert err.value.pointer == f"{_PERSON}#/properties/a/pattern"
+    assert f"at {_PERSON}#/properties/a/pattern" in str(err.value)
+    with pytest.raises(SchemaError) as err:
+        json_schema_to_grammar({"$ref": f"{_PERSON}#/nope"}, resources={_PERSON: {}})
+    assert err.value.keyword == "$ref"
+    with pytest.raises(SchemaError, match="not a schema") as err:
+        json_schema_to_grammar({}, resources={_PERSON: 3})
+    assert err.value.pointer == f"{_PERSON}#"
+    for uri in ["person.json", f"{_PERSON}#/definitions", 7]:
+        with pytest.raises(ValueError, match="absolute URI"):
+            json_schema_to_grammar({}, resources={uri: {}})
+    with pytest.raises(TypeError, match="resources"):
+        json_schema_to_grammar({}, resources=[_PERSON])
+    # A resource without $schema is read in the schema's draft: in draft 7, a $ref hides its siblings.
+    doc = {"definitions": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/definitions/n", "maximum": 1}}}
+    for draft, five in [(_DRAFT_7, True), (_DRAFT_2020_12, False)]:
+        grammar = json_schema_to_grammar({"$schema": draft, "$ref": _PERSON}, resources={_PERSON: doc})
+        assert matches(grammar, '{"a": 5}') is five
+    # The document's own $id names it before a resource of the same URI.
+    own = {"$id": _PERSON, "$defs": {"n": {"type": "integer"}}, "$ref": f"{_PERSON}#/$defs/n"}
+    assert matches(json_schema_to_grammar(own, resources={_PERSON: {"$defs": {"n": {"type": "string"}}}}), "3")
+
+
+def test_dynamic_references_with_one_target_in_every_scope_match_a_validator():
+    # A tree whose nodes' $dynamicRef finds the one resource defining its $dynamicAnchor, and one by pointer.
+    tree = {"$id": "https://example.com/tree", "$dynamicAnchor": "node", "type": "object",
+            "properties": {"data": {"type": "integer"},
+                           "children": {"type": "array", "items": {"$dynamicRef": "#node"}},
+                           "first": {"$dynamicRef": "#/properties/data"}}}
+    validator = jsonschema.Draft202012Validator(tree)
+    grammar = json_schema_to_grammar(tree)
+    for instance in [{"data": 1}, {"children": [{"data": 2}, {"children": [{"data": "x"}]}]}, {"children": [3]},
+                     {"first": 4}, {"first": "4"}, {"children": [{"first": 5.5}]}]:
+        text = json.dumps(instance)
+        assert matches(grammar, text) is validator.is_valid(instance), text
+    # Extended by the root, which defines the same $dynamicAnchor, every node is the root's (strict) one.
+    strict = {"$id": "https://example.com/strict-tree", "$dynamicAnchor": "node", "$ref": "tree",
+              "unevaluatedProperties": False}
+    resources = {"https://example.com/tree": tree}
+    registry = referencing.Registry().with_resources(
+        (uri, referencing.jsonschema.DRAFT202012.create_resource(doc)) for uri, doc in resources.items())
+    validator = jsonschema.Draft202012Validator(strict, registry=registry)
+    grammar = json_schema_to_grammar(strict, resources=resources)
+    for instance in [{"data": 1}, {"children": [{"data": 2}]}, {"children": [{"daat": 2}]}, {"dat": 1},
+                     {"children": [{"children": [{"first": 1, "x": 2}]}]}]:
+        text = json.dumps(instance)
+        assert matches(grammar, text) is validator.is_valid(instance), text
+    # Reached from a root that does not define it, the target depends on the path: refused.
+    with pytest.raises(SchemaError, match="dynamic scoping") as err:
+        json_schema_to_grammar({"$ref": "https://example.com/strict-tree"},
+                               resources={**resources, "https://example.com/strict-tree": strict})
+    assert err.value.keyword == "$dynamicRef"
+    assert err.value.pointer == "https://example.com/tree#/properties/children/items"
+
+
 _CLOSED_X = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"], "additionalProperties": False}
 _CLOSED_Y = {"type": "object", "properties": {"y": {"type": "string"}}, "required": ["y"], "additionalProperties": False}
 
@@ -601,7 +698,8 @@ def test_formats_against_examples():
         "idn-hostname": ["example.com"],
         "iri": ["https://example.com/a?b#c"],
         "iri-reference": ["../a/b", ""],
-        "uri-template": ["http://example.com/{user}/repos{?page,per_page}", "{+path}/{.a.b,c%41}{;x}{/a*}{#f:3}", ""],
+        "uri-template": ["http://example.com/{user}/repos{?page,per_page}", "{+path}/{.a.b,c%41}{;x}{/a*}{#f:3}", "",
+                         "a'b\u00e9\U0001f600"],
     }
     bad = {
         "date": ["2023-02-29", "2024-13-01", "0000-01-01", "2024-1-01"],
@@ -622,7 +720,7 @@ def test_formats_against_examples():
         "iri": ["no scheme", "http://é.fr", "http://[::1]/"],
         "iri-reference": ["a b", "/é"],
         # A name led by an escape (`{%41}`) is RFC 6570's and refused by the checker here (narrower).
-        "uri-template": ["{}", "{a", "x}", "{=a}", "{a:0}", "{a:1000}", "a b", "{%41}"],
+        "uri-template": ["{}", "{a", "x}", "{=a}", "{a:0}", "{a:1000}", "a b", "{%41}", "a%b", "a\ufffeb"],
     }
     for name in good:
         rx = regex_of({"type": "string", "format": name})

@@ -1,7 +1,8 @@
 """The official JSON-Schema-Test-Suite, drafts 2020-12 and 7 (required tests plus optional/format).
 
-Each group is compiled (a SchemaError or LimitError refuses the group, counted); each test's
-``json.dumps(data)``, keys reordered to schema order, must be accepted exactly when it is valid.
+Each group is compiled with the suite's remote documents as ``resources`` (a SchemaError or
+LimitError refuses the group, counted); each test's ``json.dumps(data)``, keys reordered to schema
+order, must be accepted exactly when it is valid.
 False accepts must be 0. Known false rejects come from documented narrowings (asserted formats,
 no leap seconds, no IDNA labels, const objects in their written key order).
 """
@@ -23,6 +24,13 @@ if not SUITE.exists():
     SUITE = Path("/work/shared/data/json-schema-test-suite/tests")
 
 
+def _remotes() -> dict[str, object]:
+    """The suite's remote documents, by the URIs its tests name them with (served at localhost:1234)."""
+    root = SUITE.parent / "remotes"
+    return {f"http://localhost:1234/{path.relative_to(root).as_posix()}": json.loads(path.read_text())
+            for path in sorted(root.rglob("*.json"))}
+
+
 def _files(draft: str) -> list[Path]:
     root = SUITE / draft
     return sorted(root.glob("*.json")) + sorted((root / "optional" / "format").glob("*.json"))
@@ -31,10 +39,12 @@ def _files(draft: str) -> list[Path]:
 def run_suite(draft: str) -> tuple[collections.Counter, list[str]]:
     stats: collections.Counter = collections.Counter()
     false_accepts: list[str] = []
+    remotes = _remotes()
     for path in _files(draft):
         for group in json.loads(path.read_text()):
             try:
-                grammar = json_schema_to_grammar(group["schema"], draft="7" if draft == "draft7" else "2020-12")
+                grammar = json_schema_to_grammar(group["schema"], draft="7" if draft == "draft7" else "2020-12",
+                                                 resources=remotes)
             except (SchemaError, LimitError):
                 stats["groups refused"] += 1
                 stats["tests in refused groups"] += len(group["tests"])

@@ -182,6 +182,13 @@ def test_schemas_that_differ_only_in_key_order_are_cached_apart(compilers):
     assert Matcher(compilers.json_schema(ab)).status('{"a":1,"b":2}') == "complete"
     assert Matcher(compilers.json_schema(ba)).status('{"b":1,"a":2}') == "complete"
     assert Matcher(compilers.json_schema(ba)).status('{"a":1,"b":2}') == "dead"
+    # So is a resource's order, and which documents are given at all.
+    uri = "https://example.com/ab.json"
+    assert compilers.json_schema({"$ref": uri}, resources={uri: ab}) is compilers.json_schema({"$ref": uri},
+                                                                                              resources={uri: dict(ab)})
+    assert Matcher(compilers.json_schema({"$ref": uri}, resources={uri: ab})).status('{"b":1,"a":2}') == "dead"
+    assert Matcher(compilers.json_schema({"$ref": uri}, resources={uri: ba})).status('{"b":1,"a":2}') == "complete"
+    assert Matcher(compilers.json_schema({"$ref": uri}, resources={uri: {"type": "integer"}})).status("7") == "complete"
 
 
 def test_masks_overwrite_whatever_the_row_held(named, compilers):

@@ -318,6 +318,12 @@ def test_grammar_bodies_and_json_options(compiler):
     strict = compiler.structural_tag([Tag("<c>", "</c>", schema={"type": "object", "properties": {"a": {}}})],
                                      json_options={"strict": True, "whitespace": "pretty"})
     assert _accepts(strict, '<c>{"a": 1}</c>') and not _accepts(strict, '<c>{"a": 1, "b": 2}</c>')
+    # A schema's $ref reaches the documents given as resources; a body of any JSON has no use for them.
+    uri = "https://example.com/point.json"
+    point = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    tags = [Tag("<p>", "</p>", schema={"$ref": uri}), Tag("<j>", "</j>")]
+    linked = compiler.structural_tag(tags, json_options={"resources": {uri: point}})
+    assert _accepts(linked, '<p>{"x": 1}</p><j>[1]</j>') and not _accepts(linked, '<p>{"x": "1"}</p>')
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,7 @@ class Compiler:
         ``strict``, ``key_order`` ("schema" or "any"), ``whitespace`` ("flexible", "compact",
         "pretty"), ``max_whitespace``, ``max_nesting``, ``draft``, ``unsupported_formats``,
         ``unknown_formats``, ``distinct_items`` (True here: repeated strings are kept out, see
-        :mod:`banister.parser.distinct`).
+        :mod:`banister.parser.distinct`), ``resources`` (the documents a ``$ref`` may name by URI).
         Raises ``SchemaError`` naming the keyword and its JSON pointer, or ``LimitError``.
         """
         from banister.grammar.json_schema import json_schema_to_grammar, schema_text
@@ -120,7 +120,7 @@ class Compiler:
         def key() -> str:
             # Not sort_keys: the order of a schema's properties is the order the output writes them.
             text = schema if isinstance(schema, str) else schema_text(schema)
-            return text + "\x00" + json.dumps(options, sort_keys=True, default=repr)
+            return text + "\x00" + _options_key(options)
 
         # Nested parts are left for the first masks that need them, unless the grammar is stored whole
         # in the warm cache.
@@ -178,7 +178,8 @@ class Compiler:
 
         def key() -> str:
             return json.dumps(
-                [[t.key() for t in tag_list], trigger_list, bool(at_least_one), bool(stop_after_first), json_options],
+                [[t.key() for t in tag_list], trigger_list, bool(at_least_one), bool(stop_after_first),
+                 _options_key(json_options or {})],
                 sort_keys=True,
                 default=repr,
             )
@@ -261,3 +262,13 @@ class Compiler:
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return compiled
+
+
+def _options_key(options: Mapping[str, Any]) -> str:
+    """JSON Schema compile options as cache-key text, by name, with each resource in its own key order
+    (the order its objects' properties are written in)."""
+    from banister.grammar.json_schema import schema_text
+
+    rest = {name: value for name, value in options.items() if name != "resources"}
+    resources = options.get("resources")
+    return json.dumps(rest, sort_keys=True, default=repr) + ("\x00" + schema_text(resources) if resources else "")

@@ -37,9 +37,12 @@ class SchemaError(BanisterError, ValueError):
     """
 
     def __init__(self, message: str, pointer: str = "", keyword: str | None = None) -> None:
+        self.message = message
         self.pointer = pointer
         self.keyword = keyword
-        where = f" at #{pointer}" if keyword is None else f" (keyword {keyword!r} at #{pointer})"
+        # A location in a resource (another document) is named by its URI, "#" and the pointer inside.
+        at = pointer if pointer and not pointer.startswith("/") else f"#{pointer}"
+        where = f" at {at}" if keyword is None else f" (keyword {keyword!r} at {at})"
         super().__init__(message + where)
 
 

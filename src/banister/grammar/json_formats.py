@@ -137,10 +137,16 @@ _DURATION = (
     "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)"
 )
 _JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
-# RFC 6570 level 4: ASCII literals and expressions; a name starts with a plain character and a prefix
-# has at most three digits (the checker here, uri_template, refuses longer ones and a leading `%`).
+# RFC 6570 level 4: literals (the apostrophe too, as the JSON-Schema-Test-Suite reads it) and expressions;
+# a name starts with a plain character and a prefix has at most three digits (the checker here,
+# uri_template, refuses a leading `%` and longer prefixes).
+_UCSCHAR = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in [
+    (0xA0, 0xD7FF), (0xE000, 0xFDCF), (0xFDF0, 0xFFEF),  # ucschar and iprivate (RFC 3987)
+    *((plane << 16, (plane << 16) + 0xFFFD) for plane in range(1, 14)), (0xE1000, 0xEFFFD), (0xF0000, 0xFFFFD),
+    (0x100000, 0x10FFFD),
+])
 _VARSPEC = rf"[A-Za-z0-9_](?:\.?(?:[A-Za-z0-9_]|{_PCT}))*(?::[1-9][0-9]{{0,2}}|\*)?"
-_URI_TEMPLATE = rf"(?:[!#$&(-;=?-Z\[\]_a-z~]|{_PCT}|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
+_URI_TEMPLATE = rf"(?:[!#$&-;=?-Z\[\]_a-z~{_UCSCHAR}]|{_PCT}|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 _TIME_SHAPE = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
 _URI_CHARS = r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]"
 _SCHEME_FIRST = f"^{_SCHEME}"
@@ -235,8 +241,9 @@ FORMATS: dict[str, Format] = {
             "RFC 9562 hyphenated form",
             exact=True,
         ),
-        Format("uri-template", _URI_TEMPLATE, "RFC 6570 (level 4) with ASCII literals; a variable name starts "
-               "with a letter, digit or `_`, a prefix has at most 3 digits (narrower)"),
+        Format("uri-template", _URI_TEMPLATE, "RFC 6570 (level 4), an apostrophe allowed in literals; a variable "
+               "name starts with a letter, digit or `_` and a prefix has at most 3 digits (narrower: the "
+               "jsonschema checker refuses the others)"),
         Format("json-pointer", _JSON_POINTER, "RFC 6901", exact=True),
         Format(
             "relative-json-pointer",

@@ -136,8 +136,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "$ref",
         "enforced",
         "the referenced schema, recursion included",
-        "JSON pointers, `$id`, `$anchor` and plain-name fragments inside the document; remote refs refused; "
-        "siblings ignored before 2019-09",
+        "JSON pointers, `$id`, `$anchor` and plain-name fragments, inside the document and in the documents "
+        "given as `resources` (nothing is fetched: other remote refs refused); siblings ignored before 2019-09",
     ),
     Keyword("$defs", "annotation", "holds schemas for `$ref`", ""),
     Keyword("definitions", "annotation", "holds schemas for `$ref`", ""),
@@ -158,7 +158,14 @@ KEYWORDS: tuple[Keyword, ...] = (
         "items after those `prefixItems`/`items` in place evaluated",
         "as `unevaluatedProperties`; items matched by `contains` count as unevaluated (narrower)",
     ),
-    Keyword("$dynamicRef", "refused", "dynamic scoping", ""),
+    Keyword(
+        "$dynamicRef",
+        "enforced",
+        "the referenced schema, where every dynamic scope gives the same one",
+        "as `$ref`, or to the root's `$dynamicAnchor` of the name where the root's resource defines one "
+        "(as an extending schema does); refused (dynamic scoping) where the anchor is in two resources or "
+        "more and not the root's, or beside a `$ref`",
+    ),
     Keyword("$recursiveRef", "refused", "dynamic scoping (2019-09)", ""),
     *(
         Keyword(name, "annotation", "no assertion", "")
@@ -185,7 +192,9 @@ KEYWORDS: tuple[Keyword, ...] = (
     ),
 )
 
-REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused")
+REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused") | {"$dynamicRef"}
+"""Keywords a schema may not hold where it is expanded: ``$dynamicRef`` is one because the document
+(``json_resolve.Document``) turns each into a ``$ref`` wherever dynamic scope cannot change its target."""
 
 _LATER = {
     "dependentRequired",
@@ -252,6 +261,9 @@ OPTIONS: tuple[Option, ...] = (
         "format names JSON Schema does not define (`semver`, `path`...) are annotations, as validators treat "
         'them; `"error"` refuses them',
     ),
+    Option("resources", "None", "absolute URI to schema document: the documents a `$ref` outside the schema may "
+           "name (a registry: nothing is fetched), each in its `$schema`'s draft or else the schema's; errors "
+           "there name the URI and the pointer inside"),
     Option("settings", "SchemaSettings()", "limits, below"),
 )
 

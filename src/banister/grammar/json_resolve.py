@@ -1,14 +1,17 @@
 """A JSON Schema document: drafts, base URIs, ``$id``/``$anchor`` resources and ``$ref`` resolution.
 
 Every schema location is named by its JSON pointer from the document root (``""`` is the root); that
-pointer is what errors report and what the compiler uses as the location's identity. Only references
-inside the document resolve (by ``$id``, ``$anchor``, plain-name fragments or JSON pointer); a remote
-reference is refused.
+pointer is what errors report and what the compiler uses as the location's identity. References
+resolve inside the document (by ``$id``, ``$anchor``, plain-name fragments or JSON pointer) and into
+the *resources* the caller gives: other documents by absolute URI, whose locations are named by that
+URI, ``#`` and the pointer inside (``https://example.com/a.json#/$defs/b``). Nothing is fetched: a
+reference to any other document is refused.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
@@ -78,26 +81,42 @@ class Location:
 
 
 class Document:
-    """An indexed schema document; ``location(pointer)`` and ``resolve(ref, at)`` find schemas."""
+    """An indexed schema document; ``location(pointer)`` and ``resolve(ref, at)`` find schemas.
 
-    def __init__(self, root: Any, draft: str) -> None:
+    ``resources`` maps absolute URIs (no fragment) to more schema documents that ``$ref`` may reach;
+    each is indexed as if retrieved from its URI (its own ``$id`` names it too), in its own
+    ``$schema``'s draft or else the root's."""
+
+    def __init__(self, root: Any, draft: str, resources: Mapping[str, Any] | None = None) -> None:
         self.root = root
+        self._mounted: dict[str, Any] = {}  # a resource's pointer prefix (its URI and "#") -> its document
         self._info: dict[str, tuple[Any, str, str]] = {}  # pointer -> (schema, base, draft), as indexed
         self._located: dict[str, Location] = {}  # what location() answered, by pointer (asked again and again)
         self._resolved: dict[tuple[str, str], Location] = {}  # what resolve() answered, by reference and base
         self._resources: dict[str, str] = {}
         self._anchors: dict[str, str] = {}
-        self._index(root, draft)
+        self._dynamic_anchors: dict[str, set[str]] = {}  # a $dynamicAnchor's name -> the resources defining it
+        self._dynamic_refs: list[str] = []  # where a $dynamicRef is (draft 2020-12)
+        draft = draft_of(root, draft)
+        self._index(root, "", _ROOT_BASE, draft)
+        for uri, document in (resources or {}).items():
+            prefix = uri + "#"
+            self._mounted[prefix] = document
+            self._index(document, prefix, uri, draft)
+        for pointer in self._dynamic_refs:
+            self._settle_dynamic_ref(pointer)
+        self._located.clear()  # (settling resolved references, some to nodes it then rewrote)
+        self._resolved.clear()
 
-    def _index(self, root: Any, default_draft: str) -> None:
-        stack: list[tuple[Any, str, str, str]] = [(root, "", _ROOT_BASE, draft_of(root, default_draft))]
-        self._resources[_ROOT_BASE] = ""
+    def _index(self, root: Any, pointer: str, base: str, default_draft: str) -> None:
+        stack: list[tuple[Any, str, str, str]] = [(root, pointer, base, draft_of(root, default_draft))]
+        self._resources.setdefault(base, pointer)  # (the document's own $id wins over a resource's URI)
         while stack:
             node, pointer, base, draft = stack.pop()
             if not isinstance(node, dict):
                 self._info.setdefault(pointer, (node, base, draft))
                 continue
-            if pointer and isinstance(node.get("$schema"), str) and self._id_of(node, draft) is not None:
+            if node is not root and isinstance(node.get("$schema"), str) and self._id_of(node, draft) is not None:
                 draft = draft_of(node, draft)
             ident = self._id_of(node, draft)
             if ident is not None:
@@ -113,6 +132,9 @@ class Document:
             dynamic = node.get("$dynamicAnchor")
             if isinstance(dynamic, str):
                 self._anchors.setdefault(f"{urldefrag(base).url}#{dynamic}", pointer)
+                self._dynamic_anchors.setdefault(dynamic, set()).add(urldefrag(base).url)
+            if draft == "2020-12" and isinstance(node.get("$dynamicRef"), str):
+                self._dynamic_refs.append(pointer)
             self._info[pointer] = (node, base, draft)
             if _SUBSCHEMA_KEYS.isdisjoint(node):  # a leaf (most nodes): no keyword to look into
                 continue
@@ -129,6 +151,31 @@ class Document:
                     for name, item in node[key].items():
                         if isinstance(item, (dict, bool)):
                             stack.append((item, f"{pointer}/{escape_token(key)}/{escape_token(name)}", base, draft))
+
+    def _settle_dynamic_ref(self, pointer: str) -> None:
+        """Make the ``$dynamicRef`` at ``pointer`` a ``$ref`` where every dynamic scope gives one target.
+
+        A ``$dynamicRef`` resolves as a ``$ref``, then, if its target bears a ``$dynamicAnchor`` of the
+        fragment's name, to the outermost resource of the dynamic scope defining that anchor. Where one
+        resource alone defines it, that is the target's own resource: the ``$ref``'s target. Where the
+        root's resource (the outermost of every scope) defines it, it is the root's. Elsewhere (or beside
+        a ``$ref``, or where it does not resolve) it is left, and refused."""
+        node, base, draft = self._info[pointer]
+        ref = node["$dynamicRef"]
+        if "$ref" in node:
+            return
+        try:
+            target = self._resolve(ref, Location(node, pointer, base, draft)).schema
+        except SchemaError:
+            return
+        name = unquote(urldefrag(join(base, ref)).fragment)
+        if isinstance(target, dict) and target.get("$dynamicAnchor") == name and len(self._dynamic_anchors[name]) > 1:
+            root = urldefrag(self._info[""][1]).url
+            if root not in self._dynamic_anchors[name]:
+                return
+            ref = f"{root}#{name}"
+        rewritten = {k: v for k, v in node.items() if k != "$dynamicRef"}
+        self._info[pointer] = ({**rewritten, "$ref": ref}, base, draft)
 
     @staticmethod
     def _id_of(node: dict, draft: str) -> str | None:
@@ -151,8 +198,11 @@ class Document:
         found = self._info.get(pointer)
         if found is not None:
             return Location(found[0], pointer, found[1], found[2])
-        node = self.root
-        tokens = pointer.split("/")[1:] if pointer else []
+        node, inside = self.root, pointer
+        if pointer and not pointer.startswith("/"):  # in a resource: its URI, "#", then the pointer inside
+            prefix, inside = pointer.split("#", 1)
+            node = self._mounted[prefix + "#"]
+        tokens = inside.split("/")[1:] if inside else []
         for i, raw in enumerate(tokens):
             token = raw.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
@@ -160,8 +210,8 @@ class Document:
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                where = "/" + "/".join(tokens[:i])
-                raise SchemaError(f"$ref target {pointer!r} does not exist", where if i else "", "$ref")
+                where = pointer[: len(pointer) - len(inside)] + "".join("/" + t for t in tokens[:i])
+                raise SchemaError(f"$ref target {pointer!r} does not exist", where, "$ref")
         # A location the index did not walk (under an unknown keyword): inherit from the nearest parent.
         parent = pointer
         while found is None and parent:
@@ -194,7 +244,8 @@ class Document:
         resource = self._resources.get(url)
         if resource is None:
             raise SchemaError(
-                f"$ref {ref!r} points outside this document (remote references are not supported)",
+                f"$ref {ref!r} points outside this document and the resources given (nothing is fetched: "
+                f"pass the document it names as resources={{{url!r}: ...}})",
                 at.pointer,
                 "$ref",
             )

@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urldefrag, urlsplit
 
 from banister.errors import LimitError, SchemaError
 from banister.grammar.ir import Grammar
@@ -64,6 +65,7 @@ def json_schema_to_grammar(
     settings: SchemaSettings | None = None,
     defer: bool = False,
     distinct_items: bool = False,
+    resources: Mapping[str, Mapping[str, Any] | bool | str] | None = None,
 ) -> Grammar:
     """The grammar of the JSON texts valid under ``schema`` (a dict, a boolean, or JSON text).
 
@@ -75,7 +77,9 @@ def json_schema_to_grammar(
     depth, as in JSON itself); ``draft`` applies when ``$schema`` does not say (default 2020-12);
     ``unsupported_formats`` ``"ignore"`` treats the formats the specification defines but banister
     cannot enforce as annotations; ``unknown_formats`` (default ``"ignore"``, as validators do) says the same of format
-    names the specification does not define. Raises SchemaError or LimitError.
+    names the specification does not define; ``resources`` maps absolute URIs to the schema documents
+    (dicts, booleans or JSON text) that a ``$ref`` outside ``schema`` may name, as a registry does:
+    nothing is fetched. Raises SchemaError or LimitError.
 
     ``defer`` leaves property values proved safe (``Logic.deferrable``) pending in the grammar,
     built when a parser first needs one, all at once (``Grammar.expander``; with ``key_order="schema"``):
@@ -92,8 +96,9 @@ def json_schema_to_grammar(
     settings = settings or _DEFAULT_SETTINGS
     _check_options(key_order, whitespace, max_whitespace, max_nesting, draft, unsupported_formats, unknown_formats)
     root = _load(schema)
+    documents = _load_resources(resources)
     deadline = time.monotonic() + settings.time_limit_s
-    document = Document(root, draft or "2020-12")
+    document = Document(root, draft or "2020-12", documents)
     logic = Logic(
         document,
         LogicOptions(
@@ -115,7 +120,7 @@ def json_schema_to_grammar(
             settings=settings,
             deadline=deadline,
             defer=defer and key_order == "schema",  # (any order may refuse an object: compile it now)
-            distinct_items=distinct_items and _counts_repeats(root),
+            distinct_items=distinct_items and any(map(_counts_repeats, [root, *documents.values()])),
         ),
     )
     return builder.build(loc_node(""))
@@ -205,6 +210,26 @@ def _load(schema: Any) -> Any:
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "")
     _check_json(schema)
     return schema
+
+
+def _load_resources(resources: Any) -> dict[str, Any]:
+    """The documents of ``resources`` by absolute URI (a final empty fragment dropped), each loaded as a
+    schema; TypeError for no mapping, ValueError for a key that is not such a URI, SchemaError naming the
+    resource's URI. (``Any``: the caller's keys are checked here, not by the compiled signature.)"""
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise TypeError(f"resources must map absolute URIs to schemas, not {type(resources).__name__}")
+    documents = {}
+    for uri, document in resources.items():
+        if not isinstance(uri, str) or not urlsplit(uri).scheme or urldefrag(uri).fragment:
+            raise ValueError(f"resources: {uri!r} is not an absolute URI without a fragment")
+        uri = urldefrag(uri).url
+        try:
+            documents[uri] = _load(document)
+        except SchemaError as err:
+            raise SchemaError(f"the resource is not a schema: {err.message}", uri + "#") from err
+    return documents
 
 
 def schema_text(schema: Any, **dumps: Any) -> str:

@@ -54,8 +54,9 @@ class Tag:
     ``grammar``: any JSON value), or the text of ``grammar`` (a rule-form
     :class:`~banister.grammar.ir.Grammar`, e.g. from :func:`~banister.grammar.ebnf.parse_gbnf`).
     Give at most one of ``schema`` and ``grammar``. The JSON options of ``Compiler.structural_tag``
-    apply to both JSON forms, except ``strict``, ``draft``, ``unsupported_formats`` and
-    ``unknown_formats``, which only mean something for a schema (``None`` stays any JSON value).
+    apply to both JSON forms, except ``strict``, ``draft``, ``unsupported_formats``,
+    ``unknown_formats`` and ``resources``, which only mean something for a schema (``None`` stays any
+    JSON value).
     """
 
     begin: str
@@ -197,7 +198,8 @@ def _body_grammar(tag: Tag, options: Mapping[str, Any], index: int) -> Grammar:
     from banister.grammar.json_schema import json_grammar, json_schema_to_grammar
 
     if tag.schema is None:
-        json_only = {k: v for k, v in options.items() if k not in ("strict", "draft", "unsupported_formats", "unknown_formats")}
+        schema_only = ("strict", "draft", "unsupported_formats", "unknown_formats", "resources")
+        json_only = {k: v for k, v in options.items() if k not in schema_only}
         return json_grammar(**json_only)
     # (an embedded grammar is read by a plain recognizer: uniqueItems of strings is refused, not tracked)
     return json_schema_to_grammar(tag.schema, **{**options, "distinct_items": False})
