@@ -20,6 +20,7 @@ import argparse
 import collections
 import copy
 import decimal
+import functools
 import json
 import random
 import re
@@ -232,7 +233,7 @@ def main() -> None:
     texts, closing = token_texts(vocab)
     records = suite_records(args.suite) if args.suite else list(read_records(args.data))
     remotes = suite_remotes(args.suite) if args.suite else {}
-    registries: dict[str, referencing.Registry] = {}  # by dialect
+    registry_of = functools.cache(lambda dialect: remote_registry(remotes, dialect))
     rng = random.Random(args.seed)
     if args.sample:
         records = rng.sample(records, min(args.sample, len(records)))
@@ -248,11 +249,9 @@ def main() -> None:
             counts["schemas refused"] += 1
             continue
         counts["schemas"] += 1
-        registry = None
-        if remotes:
-            schema = record["schema"]
-            dialect = (schema.get("$schema") if isinstance(schema, dict) else None) or _DIALECT_2020_12
-            registry = registries.get(dialect) or registries.setdefault(dialect, remote_registry(remotes, dialect))
+        schema = record["schema"]
+        dialect = (schema.get("$schema") if isinstance(schema, dict) else None) or _DIALECT_2020_12
+        registry = registry_of(dialect) if remotes else None
         for _ in range(args.walks):
             status, data = walk(Matcher(compiled), vocab, texts, closing, rng, args.max_tokens, bitmask)
             counts[status] += 1
