@@ -588,6 +588,29 @@ def test_dynamic_references_with_one_target_in_every_scope_match_a_validator():
     assert err.value.pointer == "https://example.com/tree#/properties/children/items"
 
 
+def test_recursive_references_with_one_target_in_every_scope_match_a_validator():
+    # Draft 2019-09's form: $recursiveRef "#" and $recursiveAnchor at resource roots, read as $dynamicRef is.
+    draft = "https://json-schema.org/draft/2019-09/schema"
+    tree = {"$schema": draft, "$id": "https://example.com/tree", "$recursiveAnchor": True, "type": "object",
+            "properties": {"data": {"type": "integer"}, "children": {"type": "array", "items": {"$recursiveRef": "#"}}}}
+    strict = {"$schema": draft, "$id": "https://example.com/strict-tree", "$recursiveAnchor": True, "$ref": "tree",
+              "unevaluatedProperties": False}
+    resources = {"https://example.com/tree": tree}
+    registry = referencing.Registry().with_resources(
+        (uri, referencing.Resource.from_contents(doc)) for uri, doc in resources.items())
+    instances = [{"data": 1}, {"children": [{"data": 2}]}, {"children": [{"daat": 2}]}, {"children": ["x"]}, {"dat": 1}]
+    for schema in [tree, strict]:
+        validator = jsonschema.Draft201909Validator(schema, registry=registry)
+        grammar = json_schema_to_grammar(schema, resources=resources)
+        for instance in instances:
+            text = json.dumps(instance)
+            assert matches(grammar, text) is validator.is_valid(instance), (schema["$id"], text)
+    with pytest.raises(SchemaError, match="dynamic scoping") as err:
+        json_schema_to_grammar({"$schema": draft, "$ref": "https://example.com/strict-tree"},
+                               resources={**resources, "https://example.com/strict-tree": strict})
+    assert err.value.keyword == "$recursiveRef"
+
+
 _CLOSED_X = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"], "additionalProperties": False}
 _CLOSED_Y = {"type": "object", "properties": {"y": {"type": "string"}}, "required": ["y"], "additionalProperties": False}
 

@@ -166,7 +166,12 @@ KEYWORDS: tuple[Keyword, ...] = (
         "(as an extending schema does); refused (dynamic scoping) where the anchor is in two resources or "
         "more and not the root's, or beside a `$ref`",
     ),
-    Keyword("$recursiveRef", "refused", "dynamic scoping (2019-09)", ""),
+    Keyword(
+        "$recursiveRef",
+        "enforced",
+        "as `$dynamicRef`, with `$recursiveAnchor: true`",
+        "refused (dynamic scoping) where two resources or more carry the anchor and the root does not",
+    ),
     *(
         Keyword(name, "annotation", "no assertion", "")
         for name in (
@@ -192,9 +197,10 @@ KEYWORDS: tuple[Keyword, ...] = (
     ),
 )
 
-REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused") | {"$dynamicRef"}
-"""Keywords a schema may not hold where it is expanded: ``$dynamicRef`` is one because the document
-(``json_resolve.Document``) turns each into a ``$ref`` wherever dynamic scope cannot change its target."""
+REFUSED = frozenset(k.name for k in KEYWORDS if k.status == "refused") | {"$dynamicRef", "$recursiveRef"}
+"""Keywords a schema may not hold where it is expanded: ``$dynamicRef`` and ``$recursiveRef`` are ones
+because the document (``json_resolve.Document``) turns each into a ``$ref`` wherever dynamic scope
+cannot change its target."""
 
 _LATER = {
     "dependentRequired",

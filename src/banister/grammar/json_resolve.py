@@ -27,6 +27,7 @@ _SCHEMA_URIS = {
     "json-schema.org/draft/2020-12/schema": "2020-12",
 }
 _ROOT_BASE = "https://banister.invalid/root.json"
+_DYNAMIC_REF = {"2020-12": "$dynamicRef", "2019-09": "$recursiveRef"}
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 # Keywords whose values are schemas, lists of schemas, or maps of schemas.
 _ONE = (
@@ -95,16 +96,18 @@ class Document:
         self._resolved: dict[tuple[str, str], Location] = {}  # what resolve() answered, by reference and base
         self._resources: dict[str, str] = {}
         self._anchors: dict[str, str] = {}
-        self._dynamic_anchors: dict[str, set[str]] = {}  # a $dynamicAnchor's name -> the resources defining it
-        self._dynamic_refs: list[str] = []  # where a $dynamicRef is (draft 2020-12)
+        # A $dynamicAnchor's name ("" for $recursiveAnchor: true) -> the resources defining it; where a
+        # $dynamicRef (2020-12) or $recursiveRef (2019-09) is, and which.
+        self._dynamic_anchors: dict[str, set[str]] = {}
+        self._dynamic_refs: list[tuple[str, str]] = []
         draft = draft_of(root, draft)
         self._index(root, "", _ROOT_BASE, draft)
         for uri, document in (resources or {}).items():
             prefix = uri + "#"
             self._mounted[prefix] = document
             self._index(document, prefix, uri, draft)
-        for pointer in self._dynamic_refs:
-            self._settle_dynamic_ref(pointer)
+        for pointer, keyword in self._dynamic_refs:
+            self._settle_dynamic_ref(pointer, keyword)
         self._located.clear()  # (settling resolved references, some to nodes it then rewrote)
         self._resolved.clear()
 
@@ -133,8 +136,11 @@ class Document:
             if isinstance(dynamic, str):
                 self._anchors.setdefault(f"{urldefrag(base).url}#{dynamic}", pointer)
                 self._dynamic_anchors.setdefault(dynamic, set()).add(urldefrag(base).url)
-            if draft == "2020-12" and isinstance(node.get("$dynamicRef"), str):
-                self._dynamic_refs.append(pointer)
+            if draft == "2019-09" and node.get("$recursiveAnchor") is True and (node is root or ident is not None):
+                self._dynamic_anchors.setdefault("", set()).add(urldefrag(base).url)
+            keyword = _DYNAMIC_REF.get(draft)
+            if keyword is not None and isinstance(node.get(keyword), str):
+                self._dynamic_refs.append((pointer, keyword))
             self._info[pointer] = (node, base, draft)
             if _SUBSCHEMA_KEYS.isdisjoint(node):  # a leaf (most nodes): no keyword to look into
                 continue
@@ -152,29 +158,35 @@ class Document:
                         if isinstance(item, (dict, bool)):
                             stack.append((item, f"{pointer}/{escape_token(key)}/{escape_token(name)}", base, draft))
 
-    def _settle_dynamic_ref(self, pointer: str) -> None:
-        """Make the ``$dynamicRef`` at ``pointer`` a ``$ref`` where every dynamic scope gives one target.
+    def _settle_dynamic_ref(self, pointer: str, keyword: str) -> None:
+        """Make the ``$dynamicRef`` (``$recursiveRef``) at ``pointer`` a ``$ref`` where every dynamic scope
+        gives one target.
 
         A ``$dynamicRef`` resolves as a ``$ref``, then, if its target bears a ``$dynamicAnchor`` of the
-        fragment's name, to the outermost resource of the dynamic scope defining that anchor. Where one
-        resource alone defines it, that is the target's own resource: the ``$ref``'s target. Where the
-        root's resource (the outermost of every scope) defines it, it is the root's. Elsewhere (or beside
-        a ``$ref``, or where it does not resolve) it is left, and refused."""
+        fragment's name, to the outermost resource of the dynamic scope defining that anchor (a
+        ``$recursiveRef`` likewise, with ``$recursiveAnchor: true`` at resource roots). Where one resource
+        alone defines it, that is the target's own resource: the ``$ref``'s target. Where the root's
+        resource (the outermost of every scope) defines it, it is the root's. Elsewhere (or beside a
+        ``$ref``, or where it does not resolve) it is left, and refused."""
         node, base, draft = self._info[pointer]
-        ref = node["$dynamicRef"]
+        ref = node[keyword]
         if "$ref" in node:
             return
         try:
             target = self._resolve(ref, Location(node, pointer, base, draft)).schema
         except SchemaError:
             return
-        name = unquote(urldefrag(join(base, ref)).fragment)
-        if isinstance(target, dict) and target.get("$dynamicAnchor") == name and len(self._dynamic_anchors[name]) > 1:
+        if keyword == "$recursiveRef":
+            name, bears = "", isinstance(target, dict) and target.get("$recursiveAnchor") is True
+        else:
+            name = unquote(urldefrag(join(base, ref)).fragment)
+            bears = isinstance(target, dict) and target.get("$dynamicAnchor") == name
+        if bears and len(self._dynamic_anchors[name]) > 1:
             root = urldefrag(self._info[""][1]).url
             if root not in self._dynamic_anchors[name]:
                 return
-            ref = f"{root}#{name}"
-        rewritten = {k: v for k, v in node.items() if k != "$dynamicRef"}
+            ref = f"{root}#{name}" if name else root
+        rewritten = {k: v for k, v in node.items() if k != keyword}
         self._info[pointer] = ({**rewritten, "$ref": ref}, base, draft)
 
     @staticmethod
