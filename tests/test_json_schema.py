@@ -761,9 +761,6 @@ def test_formats_against_examples():
     assert err.value.pointer == "/items/format"
 
 
-# ------------------------------------------------------------------------------------------ numbers
-
-
 def test_every_format_of_the_specification_is_enforced():
     assert SPEC_FORMATS <= FORMATS.keys()
     # One the table lacked would be refused unless ignored.
@@ -777,6 +774,9 @@ def test_every_format_of_the_specification_is_enforced():
     finally:  # in its order: the docs' table is generated from it
         FORMATS.clear()
         FORMATS.update(table)
+
+
+# ------------------------------------------------------------------------------------------ numbers
 
 
 def _decimal_texts(rng: random.Random) -> list[str]:
