@@ -105,14 +105,16 @@ class Document:
         for uri, document in (resources or {}).items():
             prefix = uri + "#"
             self._mounted[prefix] = document
-            self._index(document, prefix, uri, draft)
+            self._index(document, prefix, uri, draft_of(document, draft))
         for pointer, keyword in self._dynamic_refs:
             self._settle_dynamic_ref(pointer, keyword)
         self._located.clear()  # (settling resolved references, some to nodes it then rewrote)
         self._resolved.clear()
 
-    def _index(self, root: Any, pointer: str, base: str, default_draft: str) -> None:
-        stack: list[tuple[Any, str, str, str]] = [(root, pointer, base, draft_of(root, default_draft))]
+    def _index(self, root: Any, pointer: str, base: str, draft: str) -> None:
+        """Walk the document ``root`` (in ``draft``, as its ``$schema`` says), mounted at ``pointer`` with
+        the base URI ``base``: its locations, resources, anchors and dynamic references."""
+        stack: list[tuple[Any, str, str, str]] = [(root, pointer, base, draft)]
         self._resources.setdefault(base, pointer)  # (the document's own $id wins over a resource's URI)
         while stack:
             node, pointer, base, draft = stack.pop()
