@@ -1,6 +1,6 @@
-"""No repeated strings where JSON Schema counts them (parser/distinct.py): ``uniqueItems`` on arrays of
-strings, keys under ``minProperties``. Checked against the ``jsonschema`` package, the
-JSON-Schema-Test-Suite, and masks against advancing over every token of the vocabulary."""
+"""No repeated items or keys where JSON Schema counts them (parser/distinct.py): ``uniqueItems`` on arrays
+of strings and open objects, keys under ``minProperties``. Checked against the ``jsonschema`` package,
+the JSON-Schema-Test-Suite, and masks against advancing over every token of the vocabulary."""
 
 import json
 
@@ -24,8 +24,19 @@ SCHEMAS = [
     TAGS,
     {"type": "array", "items": {"type": "string", "pattern": "^[a-c]+$"}, "uniqueItems": True, "maxItems": 4},
     {"anyOf": [{**TAGS, "minItems": 3}, {"type": "array", "items": {"type": "string"}, "maxItems": 2}]},
+    {**TAGS, "items": {"anyOf": [{"type": "string", "minLength": 2}, {"enum": ["a", "b", "\u00e9", "\""]}]}},
     {"type": "object", "properties": {"a": {**TAGS, "items": {"type": "string", "minLength": 1}},
                                       "b": {"type": "array", "items": TAGS}}},
+]
+
+RECORDS = {"type": "array", "uniqueItems": True,
+           "items": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array"}}}}
+OBJECTS = [
+    RECORDS,
+    {"type": "array", "uniqueItems": True, "items": {"type": ["string", "object"], "additionalProperties": {}}},
+    {"type": "object", "properties": {"list": {
+        "type": "array", "uniqueItems": True, "minItems": 1,
+        "items": {"type": "object", "required": ["a"], "properties": {"a": {"type": "number"}}}}}},
 ]
 
 COUNTED = [
@@ -71,7 +82,31 @@ _ITEMS = st.lists(st.tuples(st.text(st.sampled_from("ab\u00e9\U0001f600\""), max
 def test_string_items_agree_with_jsonschema(compiler, which, items, space):
     schema = SCHEMAS[which]
     array = "[" + space + ("," + space).join(_spelled(v, e) for v, e in items) + space + "]"
-    text = array if which != 3 else f'{{"a": {array}, "b": [{array}, {array}]}}'
+    text = array if schema.get("type") != "object" else f'{{"a": {array}, "b": [{array}, {array}]}}'
+    expected = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+    assert _accepts(compiler.json_schema(schema), text) == expected, text
+
+
+_VALUES = st.sampled_from(["1", "1.0", "2", "true", "[1]", "[1.0, {}]", '"x"', "{}", '{"k": 1, "j": [2]}',
+                           '{"j": [2.0], "k": 1}'])
+
+
+@st.composite
+def _objects(draw) -> str:
+    """An object's text: named keys (a, b) first in schema order, other keys (y, z) in either order."""
+    named = [k for k in ("a", "b") if draw(st.booleans())]
+    other = draw(st.permutations([k for k in ("y", "z") if draw(st.booleans())]))
+    return "{" + ", ".join(f'"{k}": {draw(_VALUES)}' for k in [*named, *other]) + "}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(range(len(OBJECTS))), st.lists(st.one_of(_objects(), st.sampled_from(['"x"', '"y"'])),
+                                                      max_size=4))
+def test_object_items_agree_with_jsonschema(compiler, which, items):
+    # Items equal as JSON values repeat: key order aside, 1 and 1.0 equal, true and 1 not.
+    schema = OBJECTS[which]
+    array = "[" + ", ".join(items) + "]"
+    text = array if which != 2 else f'{{"list": {array}}}'
     expected = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
     assert _accepts(compiler.json_schema(schema), text) == expected, text
 
@@ -91,6 +126,12 @@ def test_string_items_agree_with_jsonschema(compiler, which, items, space):
     ("gpt2", COUNTED[0], '{"": 1, ', True),
     ("llama3", COUNTED[2], '{"a": "x", "b": "y', False),  # in a value: a token may close it and hold a whole key
     ("llama3", COUNTED[2], '{"a": {"a": "b"}', False),  # after an inner object, the outer one's keys
+    ("gpt2", RECORDS, '[{"a": 1}, {"a": 1', True),  # the closing bracket, alone and with what follows
+    ("gpt2", RECORDS, '[{},', True),  # a token holding a whole object
+    ("gpt2", RECORDS, '[{"b": [1], "y": {}}, {"b": [1.0], "y": {', True),  # brackets closing three containers
+    ("gpt2", RECORDS, '[{"a": 1, "y": []}, {"a": 1, "y": [', True),  # "]}" closes two
+    ("llama3", OBJECTS[1], '["x", {"x": 1}, {"x": "', False),  # a string item and an object item
+    ("llama3", OBJECTS[2], '{"list": [{"a": 2}, {"a": 2.0', True),
 ])
 def test_masks_are_the_tokens_that_advance(name, schema, prefix, repeats):
     vocab = load_named(name).vocab
@@ -143,6 +184,10 @@ def test_only_schemas_that_count_repeats_track_strings(compiler):
     {"type": "string", "pattern": "^a+b$"},  # "ab" has one completion: refusing its quote would end nowhere
     {"type": "string", "maxLength": 8},
     {"type": ["string", "number"]},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},  # '{"a": 1' ends so
+    {"type": "object", "maxProperties": 3},
+    {"type": "object", "propertyNames": {"enum": ["a", "b"]}},
+    {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
 ])
 def test_items_that_can_run_out_of_completions_are_refused(compiler, items):
     with pytest.raises(SchemaError, match="uniqueItems"):

@@ -111,7 +111,7 @@ class Compiler:
         ``options`` are those of :func:`banister.grammar.json_schema.json_schema_to_grammar`:
         ``strict``, ``key_order`` ("schema" or "any"), ``whitespace`` ("flexible", "compact",
         "pretty"), ``max_whitespace``, ``max_nesting``, ``draft``, ``unsupported_formats``,
-        ``unknown_formats``, ``distinct_items`` (True here: repeated strings are kept out, see
+        ``unknown_formats``, ``distinct_items`` (True here: repeated items and keys are kept out, see
         :mod:`banister.parser.distinct`), ``resources`` (the documents a ``$ref`` may name by URI).
         Raises ``SchemaError`` naming the keyword and its JSON pointer, or ``LimitError``.
         """

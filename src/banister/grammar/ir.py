@@ -18,7 +18,7 @@ from banister.errors import GrammarError
 
 
 DISTINCT = "(?:)"
-"""Leads the pattern of a lexeme that follows a string which must not repeat one its array or object
+"""Leads the pattern of a lexeme that follows a value which must not repeat one its array or object
 holds (an item under ``uniqueItems``, a key counted by ``minProperties``): an empty group, so the
 lexeme's language is the plain one's while its pattern, which names it, is not. A grammar marked
 ``distinct_items`` is read so (:mod:`banister.parser.distinct`)."""
@@ -70,9 +70,9 @@ class Grammar:
     proved safe so, see ``json_schema_to_grammar``'s ``defer``). The promise covers them too:
     each derives some text once built.
 
-    ``distinct_items``: lexemes whose patterns start with :data:`DISTINCT` follow no string equal to one
-    its array (items) or object (keys) held before. Only a recognizer that tracks those strings reads
-    the grammar right (``banister.parser.distinct.DistinctItems``).
+    ``distinct_items``: lexemes whose patterns start with :data:`DISTINCT` follow no item (a string, an
+    object) equal to one its array held before, nor a key equal to one its object held. Only a recognizer
+    that tracks those values reads the grammar right (``banister.parser.distinct.DistinctItems``).
     """
 
     rules: Mapping[str, tuple[Alternative, ...]]

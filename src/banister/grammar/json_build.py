@@ -38,6 +38,7 @@ from banister.grammar.json_logic import (
     TRUE,
     TYPES,
     ArrTerm,
+    KeySet,
     Logic,
     Node,
     NumTerm,
@@ -106,8 +107,8 @@ class BuildOptions:
     """Leave property values that ``Logic.deferrable`` proves safe pending (see :meth:`symbol`),
     all built when a parser first needs one: the grammar's ``expander`` is the builder."""
     distinct_items: bool = False
-    """Mark with :data:`~banister.grammar.ir.DISTINCT` lexemes where strings must not repeat: the items of
-    arrays of strings under ``uniqueItems`` (refused without it) and, under ``minProperties`` of two or
+    """Mark with :data:`~banister.grammar.ir.DISTINCT` lexemes where values must not repeat: the items of
+    arrays of strings or open objects under ``uniqueItems`` (refused without it) and, under ``minProperties`` of two or
     more, the keys that no name covers (the grammar is then marked ``distinct_items``)."""
 
 
@@ -656,7 +657,7 @@ class JsonGrammarBuilder:
         """An array of ``low`` to ``high`` (None: any number of) items under ``items`` (see
         :meth:`Logic.plain_array`): the rules the member sequence writes for it, without working out
         its states. Rule ``k`` follows the ``k``-th item; past ``low`` (and the first) an unbounded
-        array's last rule loops. ``distinct``: string items, separated and closed by the
+        array's last rule loops. ``distinct``: items (strings, open objects), separated and closed by the
         :data:`~banister.grammar.ir.DISTINCT` lexemes, which a recognizer ends no repeated item with."""
         if high is not None and high < low:
             return None
@@ -1093,11 +1094,12 @@ class JsonGrammarBuilder:
         item = node_and(*(n for _, n in t.rest))
         values = self._finite_values(item)
         if values is None or len(values) > self.s.max_unique_values:
-            if self.o.distinct_items and self._endless_strings(item):
+            if self.o.distinct_items and self._endless_items(item):
                 return self._plain_array(item, t.min_items, t.max_items, distinct=True)
             raise SchemaError(
                 "uniqueItems is only enforced when items come from a few values (an enum, booleans)"
-                + (" or are strings whose every prefix has endless completions" if self.o.distinct_items else ""),
+                + (" or are strings or objects whose every prefix has endless completions"
+                   if self.o.distinct_items else ""),
                 t.unique or "",
                 "uniqueItems",
             )
@@ -1115,16 +1117,39 @@ class JsonGrammarBuilder:
 
         return self._sequence((0,), final, moves, "array")
 
-    def _endless_strings(self, node: Node) -> bool:
-        """Whether ``node`` admits only strings, and every prefix of one has endless completions: then
-        refusing a repeated item's closing quote never leaves a string with no way to end."""
+    def _endless_items(self, node: Node) -> bool:
+        """Whether ``node`` admits only strings and objects, and every prefix of one has endless
+        completions: then refusing a repeated item's closing quote or bracket never leaves it with no way
+        to end."""
         shapes = self.logic.dnf(node)
-        if not shapes or any(shape.types != {"string"} for shape in shapes):
+        if not shapes or not all(shape.types and shape.types <= {"string", "object"} for shape in shapes):
             return False
-        return all(
-            json_automata.is_endless(string_dfa(shape.string.unplaced(), max_states=self.s.max_string_states))
-            for shape in shapes
-        )
+        if not all(self._open_object(shape.object) for shape in shapes if "object" in shape.types):
+            return False
+        # The strings of all shapes together: an enum beside {"minLength": 1} leaves no prefix short.
+        n = self.s.max_string_states
+        try:
+            strings = [string_dfa(shape.string.unplaced(), max_states=n) for shape in shapes if "string" in shape.types]
+            return not strings or json_automata.is_endless(
+                strings[0] if len(strings) == 1 else json_automata.product(strings, any, max_states=n))
+        except LimitError:
+            return False
+
+    def _open_object(self, t: ObjTerm) -> bool:
+        """Whether an object under ``t`` can always take one more key: no count or value list bounds it,
+        no obligation holds it, and every key but the named ones is allowed, with a value (the one
+        region of :meth:`_extra_members`)."""
+        if t.max_props is not None or t.values is not None or t.exists:
+            return False
+        rules = [(keys, node) for keys, node, _ in t.rules]
+        return self._one_region(rules) and self.symbol(node_and(*(node for _, node in rules))) is not None
+
+    def _one_region(self, rules: list[tuple[KeySet, Node]]) -> bool:
+        """Whether ``rules`` give every key but the named ones one value node: each is the rule of other
+        keys (no patterns to split them), or admits any value (``patternProperties: {"^.{1,255}$": {}}``
+        beside no ``additionalProperties``: splitting the keys by pattern would change nothing)."""
+        return (all(keys[0] == "other" and not keys[2] for keys, _ in rules)
+                or all(self.logic.dnf(node) == [ANY] for _, node in rules))
 
     def _finite_values(self, node: Node) -> list[Any] | None:
         """The values of a node when it admits a finite, enumerable set of them."""
@@ -1301,11 +1326,8 @@ class JsonGrammarBuilder:
         propertyNames) and obligations that apply, each region with its value node. ``distinct``: the
         keys of a region whose every prefix has endless completions are followed by the marked colon."""
         rules = [(keys, node) for keys, node, _ in t.rules]
-        if not t.exists and (all(keys[0] == "other" and not keys[2] for keys, _ in rules)
-                             or all(self.logic.dnf(node) == [ANY] for _, node in rules)):
+        if not t.exists and self._one_region(rules):
             # The usual case: one region, every key but the names (the rules' names are among them).
-            # So it is too where every rule admits any value (``patternProperties: {"^.{1,255}$": {}}``
-            # beside no ``additionalProperties``): splitting the keys by pattern would change nothing.
             value = self.symbol(node_and(*(node for _, node in rules)))
             if value is None:  # a closed object: no key text to build
                 return []

@@ -70,9 +70,9 @@ KEYWORDS: tuple[Keyword, ...] = (
         "uniqueItems",
         "enforced",
         "no two equal items",
-        "only when items come from a few values (`max_unique_values`), are strings whose every prefix has endless "
-        "completions (through `Compiler.json_schema`, whose recognizer tracks the items), or `maxItems <= 1`; "
-        "else refused",
+        "only when items come from a few values (`max_unique_values`), are strings or objects whose every prefix "
+        "has endless completions (through `Compiler.json_schema`, whose recognizer tracks the items), or "
+        "`maxItems <= 1`; else refused",
     ),
     Keyword("minLength", "enforced", "at least n code points (an escape is one character)", ""),
     Keyword("maxLength", "enforced", "at most n code points",

@@ -87,10 +87,10 @@ def json_schema_to_grammar(
     never builds them.
     Such a grammar is for a parser (``GrammarAutomaton``), not whole for anything else.
 
-    ``distinct_items`` enforces ``uniqueItems`` on arrays of strings (those whose every prefix has endless
-    completions) as well as on items from a few values, and keeps the keys that no name covers from
-    repeating where ``minProperties`` counts them: the grammar is then marked ``distinct_items``, for a
-    recognizer that tracks the strings (``banister.parser.distinct.DistinctItems``, which
+    ``distinct_items`` enforces ``uniqueItems`` on arrays of strings and objects (those whose every prefix
+    has endless completions) as well as on items from a few values, and keeps the keys that no name covers
+    from repeating where ``minProperties`` counts them: the grammar is then marked ``distinct_items``, for
+    a recognizer that tracks the items (``banister.parser.distinct.DistinctItems``, which
     :meth:`banister.Compiler.json_schema` uses). Without it such arrays are refused.
     """
     settings = settings or _DEFAULT_SETTINGS

@@ -1,20 +1,22 @@
-"""No repeated strings where JSON Schema counts them: array items under ``uniqueItems``, keys of objects
-under ``minProperties``. A token automaton over a grammar that marks where repeats are refused.
+"""No repeated items or keys where JSON Schema counts them: array items under ``uniqueItems``, keys of
+objects under ``minProperties``. A token automaton over a grammar that marks where repeats are refused.
 
 Duplicate-free sequences are not context-free, so no grammar holds them. A grammar marked
-``distinct_items`` (see :data:`banister.grammar.ir.DISTINCT`) follows such strings with marked lexemes:
-the separators and closing bracket of an array whose string items must differ, the colon after an
-object's other keys where a count needs them distinct. :class:`DistinctItems` wraps its
+``distinct_items`` (see :data:`banister.grammar.ir.DISTINCT`) follows such items with marked lexemes:
+the separators and closing bracket of an array whose items (strings, objects) must differ, the colon
+after an object's other keys where a count needs them distinct. :class:`DistinctItems` wraps its
 :class:`~banister.parser.recognizer.GrammarAutomaton` and reads the text alongside: for each open
-container, the decoded strings seen (an array's string items, an object's keys), and the raw bytes of
-the string being written. Where such a string closes equal to one seen, every hypothesis that would go
-on with a marked lexeme may go on only with the others; a branch that allows the repeat keeps the text.
+container, the items seen (an array's strings and the values of its container items, an object's
+keys), the raw bytes of the string being written, and the text of the container items being written.
+Where an item closes equal to one seen, every hypothesis that would go on with a marked lexeme may go
+on only with the others; a branch that allows the repeat keeps the text.
 
 Masks are the grammar's, less the tokens that would close a repeat: those are found by what the text
 before a token's quote decodes to (the rest of a string seen), or are among the few tokens that hold a
-whole string or close more than one, and each is checked by advancing over it. The front end marks
-only strings whose every prefix has endless completions, so refusing a closing quote never leaves a
-string with no way to end.
+whole string, close more than one, or hold a closing bracket where an open array holds a container
+item, and each is checked by advancing over it. The front end marks only items whose every prefix has endless
+completions (strings, objects open to other keys), so refusing a closing quote or bracket never leaves
+an item with no way to end.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import weakref
+from decimal import Decimal
 from typing import NamedTuple
 
 import numpy as np
@@ -33,20 +36,24 @@ from banister.vocab import Vocabulary
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPENING, _CLOSING = frozenset(b"[{"), frozenset(b"]}")
 
-Frame = tuple[frozenset[str], bool, bool]
-"""An open container: the strings seen (an array's string items, an object's keys), whether it is an
-object, and whether a string there now is a key (an object's, after ``{`` or ``,``)."""
+Frame = tuple[frozenset[object], bool, bool, "int | None"]
+"""An open container: the items seen (an array's string items and container items, these in the form
+of :func:`_canonical`; an object's keys), whether it is an object, whether a string there now is a key
+(an object's, after ``{`` or ``,``), and, where it is an array's item, where its text starts in
+:attr:`Items.text`."""
 
 
 class Items(NamedTuple):
     """What the text says: ``frames``, the open containers, innermost last; ``raw``, the bytes of the
     string being written where it is an item or a key (None elsewhere); ``in_string`` and ``escaped``,
-    where the text is in any string."""
+    where the text is in any string; ``text``, the bytes since the outermost open container that is an
+    array's item began (None when none is open)."""
 
     frames: tuple[Frame, ...] = ()
     raw: bytes | None = None
     in_string: bool = False
     escaped: bool = False
+    text: bytes | None = None
 
 
 DistinctState = tuple[GrammarState, Items]
@@ -140,12 +147,11 @@ class DistinctItems:
         """Clear from ``row`` the tokens that the grammar allows but that would close a repeat."""
         items = state[1]
         closers = self._closers
-        ids, words, bits = closers.multiple
-        n = row.shape[0]
-        inside = words < n
-        candidates = ids[inside][(row[words[inside]] & bits[inside]) != 0].tolist()
+        candidates = closers.multiple.allowed(row)
+        if any(_HOLDS_CONTAINERS in frame[0] for frame in items.frames):
+            candidates += (closers.brackets_in_string if items.in_string else closers.brackets).allowed(row)
         if items.frames and not (items.in_string and items.raw is None):
-            seen = items.frames[-1][0]
+            seen = [v for v in items.frames[-1][0] if isinstance(v, str)]
             if not items.in_string:
                 candidates += (t for v in seen for t in closers.whole.get(v, ()))
             else:
@@ -158,6 +164,7 @@ class DistinctItems:
                         if b.startswith(prefix):
                             candidates += closers.by_rest.get(b[len(prefix):], ())
         tokens = self.vocab.tokens
+        n = row.shape[0]
         for t in candidates:
             word = t >> 5
             if (word < n and row[word] >> (t & 31) & 1 and _read(items, tokens[t])[1]
@@ -174,10 +181,11 @@ def grammar_automaton(grammar: Grammar, vocab: Vocabulary, *, max_states: int = 
 
 
 def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
-    """``items`` after the text ``data``, and where in ``data`` strings close (just past their quotes)
-    that repeat one their container has seen."""
-    frames, raw, in_string, escaped = items
+    """``items`` after the text ``data``, and where in ``data`` items close (just past their closing quote
+    or bracket) that repeat one their container has seen."""
+    frames, raw, in_string, escaped, text = items
     repeats = []
+    written = 0  # data[written:] is yet to be appended to ``text`` (while a container item is open)
     for i, b in enumerate(data):
         if in_string:
             if escaped:
@@ -188,10 +196,10 @@ def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
                 in_string = False
                 value = None if raw is None else _decoded(raw)
                 if value is not None:  # (always: the grammar writes JSON strings)
-                    seen, is_object, at_key = frames[-1]
+                    seen, is_object, at_key, start = frames[-1]
                     if value in seen:
                         repeats.append(i + 1)
-                    frames = (*frames[:-1], (seen | {value}, is_object, at_key))
+                    frames = (*frames[:-1], (seen | {value}, is_object, at_key, start))
                 raw = None
                 continue
             if raw is not None:
@@ -200,12 +208,78 @@ def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
             in_string = True
             raw = b"" if frames and (not frames[-1][1] or frames[-1][2]) else None
         elif b in _OPENING:
-            frames = (*frames, (frozenset(), b == 0x7B, True))
+            start = None
+            if frames and not frames[-1][1]:  # an array's item: its text is kept until it closes
+                if text is None:
+                    text, written = b"", i
+                start = len(text) + i - written
+            frames = (*frames, (frozenset(), b == 0x7B, True, start))
         elif b in _CLOSING:
+            start = frames[-1][3] if frames else None
             frames = frames[:-1]
+            if start is not None and text is not None:
+                text, written = text + data[written:i + 1], i + 1
+                item = _canonical(text[start:])
+                if item is not None:
+                    seen, is_object, at_key, start = frames[-1]
+                    if item in seen:
+                        repeats.append(i + 1)
+                    frames = (*frames[:-1], (seen | {item, _HOLDS_CONTAINERS}, is_object, at_key, start))
+                if all(frame[3] is None for frame in frames):
+                    text = None
         elif (b == 0x3A or b == 0x2C) and frames and frames[-1][1]:  # an object's ':' or ','
-            frames = (*frames[:-1], (frames[-1][0], True, b == 0x2C))
-    return Items(frames, raw, in_string, escaped), repeats
+            seen, _, _, start = frames[-1]
+            frames = (*frames[:-1], (seen, True, b == 0x2C, start))
+    if text is not None:
+        text += data[written:]
+    return Items(frames, raw, in_string, escaped, text), repeats
+
+
+_HOLDS_CONTAINERS = object()
+"""Put among an array's items seen once it holds a container item: a mask then checks the tokens that
+hold a closing bracket (:attr:`_Closers.brackets`)."""
+
+
+def _canonical(text: bytes) -> object | None:
+    """A container item's value, in a form whose equality is JSON Schema's (key order aside, 1 and 1.0
+    equal, ``true`` and 1 not), or None when the text is not JSON (a token the grammar will refuse)."""
+    try:
+        return _tagged(json.loads(text, parse_float=Decimal, parse_int=Decimal))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _tagged(value: object) -> object:
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _tagged(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(map(_tagged, value)))
+    if isinstance(value, Decimal):
+        return ("number", value)
+    return ("literal", value) if value is None or isinstance(value, bool) else value
+
+
+class _TokenSet:
+    """Tokens a mask checks: which of them a row allows, read bit by bit where they are few and with
+    numpy where they are many (a handful of numpy calls costs what a hundred bit reads do)."""
+
+    _FEW = 32
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.ids = np.array(sorted(tokens), dtype=np.int64)
+        self.words = self.ids >> 5
+        self.bits = np.uint32(1) << (self.ids & 31).astype(np.uint32)
+        self.few = tuple((t, t >> 5, 1 << (t & 31)) for t in sorted(tokens)) if len(tokens) <= self._FEW else None
+
+    def allowed(self, row: np.ndarray) -> list[int]:
+        n = row.shape[0]
+        if self.few is not None:
+            return [t for t, word, bit in self.few if word < n and row[word] & bit]
+        ids, words, bits = self.ids, self.words, self.bits
+        if words.size and words[-1] >= n:  # a row narrower than the vocabulary
+            inside = words < n
+            ids, words, bits = ids[inside], words[inside], bits[inside]
+        return ids[row.take(words) & bits != 0].tolist()
 
 
 class _Closers(NamedTuple):
@@ -214,14 +288,18 @@ class _Closers(NamedTuple):
     ``by_rest``: read from inside a string (not in an escape), the tokens that close it, by what the
     text before their closing quote decodes to (UTF-8). ``closing``: every token that closes a string
     read so. ``whole``: read outside strings, the tokens holding one whole string, by its value.
-    ``multiple``: the tokens checked at every mask, as ids, bitmask words and bits: those that may close
+    ``multiple``: the tokens checked at every mask: those that may close
     two strings (three quotes or more), close a container before a whole string (which the string's
-    container then holds), or hold one that does not decode alone."""
+    container then holds), or hold one that does not decode alone. ``brackets``: the tokens that may
+    close a container item (``}`` or ``]``), checked where an open array holds one;
+    ``brackets_in_string``: those that may do so read from inside a string (after a closing quote)."""
 
     by_rest: dict[bytes, tuple[int, ...]]
     closing: tuple[int, ...]
     whole: dict[str, tuple[int, ...]]
-    multiple: tuple[np.ndarray, np.ndarray, np.ndarray]
+    multiple: _TokenSet
+    brackets: _TokenSet
+    brackets_in_string: _TokenSet
 
 
 _CLOSERS: weakref.WeakKeyDictionary[Vocabulary, _Closers] = weakref.WeakKeyDictionary()
@@ -233,14 +311,18 @@ def _closers(vocab: Vocabulary) -> _Closers:
         return found
     by_rest: dict[bytes, list[int]] = {}
     whole: dict[str, list[int]] = {}
-    closing, multiple = [], []
+    closing, multiple, brackets, brackets_in_string = [], [], [], []
     for t, text in enumerate(vocab.tokens):
+        if _CLOSING.intersection(text):
+            brackets.append(t)
         quotes = text.count(b'"')
         if not quotes:
             continue
         close = _closing_quote(text)
         if close is not None:
             closing.append(t)
+            if _CLOSING.intersection(text[close:]):
+                brackets_in_string.append(t)
             rest = _decoded_prefix(text[:close])
             if rest is not None:
                 by_rest.setdefault(rest, []).append(t)
@@ -252,10 +334,9 @@ def _closers(vocab: Vocabulary) -> _Closers:
                 continue
         if quotes >= 2:
             multiple.append(t)
-    ids = np.array(multiple, dtype=np.int64)
     found = _CLOSERS[vocab] = _Closers(
         {k: tuple(v) for k, v in by_rest.items()}, tuple(closing), {k: tuple(v) for k, v in whole.items()},
-        (ids, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32))),
+        _TokenSet(multiple), _TokenSet(brackets), _TokenSet(brackets_in_string),
     )
     return found
 
