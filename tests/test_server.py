@@ -374,6 +374,13 @@ def test_auto_grammar_constrains_only_the_calls():
     good = 'Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}</tool_call> ok'
     assert Matcher(grammar).status(good) == "complete"
     assert Matcher(grammar).status('<tool_call>{"name": "get_weather", "arguments": {"town"') == "dead"
+    # Repeated items are kept out of the calls as in response_format (the free text's quote aside).
+    tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    tagged = {"type": "object", "properties": {"tags": tags}}
+    grammar = auto_grammar(engine.compiler, [Function("tag", None, tagged, False)])
+    call = '<tool_call>{"name": "tag", "arguments": {"tags": ["a", "%s"]}}</tool_call>'
+    assert Matcher(grammar).status('He said "' + call % "b") == "complete"
+    assert Matcher(grammar).status('He said "' + call % "a") == "dead"
 
 
 # -- RequestOptions.grammar (the engine change the server needs) --------------------------------------------

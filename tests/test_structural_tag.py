@@ -20,6 +20,7 @@ from banister.errors import GrammarError, SchemaError
 from banister.grammar.ebnf import parse_gbnf
 from banister.grammar.structural import free_text_regex, until_trigger_regex
 from banister.mask.bitmask import unpack_bitmask
+from banister.parser.distinct import DistinctItems
 from banister.regex import compile_regex
 from banister.vocab.named import load_named
 
@@ -81,17 +82,18 @@ def _body_ok(tag: Tag, body: str) -> bool:
     return jsonschema.Draft202012Validator(tag.schema).is_valid(value)
 
 
-def reference(text: str, *, at_least_one: bool = False, stop_after_first: bool = False) -> bool:
+def reference(text: str, *, at_least_one: bool = False, stop_after_first: bool = False, tags=TAGS,
+              triggers=TRIGGERS) -> bool:
     """Whether ``text`` is a complete output: free text, and from the first trigger on one tag, ..."""
 
     def rest(pos: int, count: int) -> bool:
         if stop_after_first and count:
             return pos == len(text)
-        hits = [(text.find(t, pos), t) for t in TRIGGERS if text.find(t, pos) >= 0]
+        hits = [(text.find(t, pos), t) for t in triggers if text.find(t, pos) >= 0]
         if not hits:
             return count > 0 or not at_least_one
         start, trigger = min(hits)
-        for tag in TAGS:
+        for tag in tags:
             if not tag.begin.startswith(trigger) or not text.startswith(tag.begin, start):
                 continue
             body_start = start + len(tag.begin)
@@ -374,3 +376,81 @@ def test_triggers_may_be_any_iterable(compiler):
     tags = [Tag("<a>", "</a>", schema={"type": "integer"}), Tag("<b>", "</b>", schema={"type": "integer"})]
     compiled = compiler.structural_tag(tags, triggers=(t for t in ["<a>", "<b>"]))
     assert _accepts(compiled, "<a>1</a><b>2</b>") and not _accepts(compiled, "<b>x</b>")
+
+
+# -- repeats in tag bodies (uniqueItems) ----------------------------------------------------------------
+
+UNIQUE = {"type": "object", "properties": {
+    "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    "rows": {"type": "array", "items": {"type": "object"}, "uniqueItems": True},
+}}
+UNIQUE_TAGS = [Tag(begin='<tool_call>{"name": "u", "arguments": ', schema=UNIQUE, end="}</tool_call>")]
+# Free text that a JSON reader would take for strings and containers left open or closed.
+JSON_LIKE_PIECES = ['"', "[", "]", "{", "}", "\\", "a", " ", "<tool", "_call>", "</tool_call>"]
+
+
+@st.composite
+def unique_outputs(draw):
+    parts = []
+    for _ in range(draw(st.integers(0, 3))):
+        parts.append("".join(draw(st.lists(st.sampled_from(JSON_LIKE_PIECES), max_size=5))))
+        body = draw(st.fixed_dictionaries({}, optional={
+            "tags": st.lists(st.sampled_from(["a", "b", "[", '"']), max_size=3),
+            "rows": st.lists(st.dictionaries(st.sampled_from(["k", "j"]), st.sampled_from([1, 1.0, True, "x"]),
+                                             max_size=2), max_size=3),
+        }))
+        body = {k: body[k] for k in UNIQUE["properties"] if k in body}  # in schema order
+        piece = UNIQUE_TAGS[0].begin + json.dumps(body, separators=(",", ":")) + UNIQUE_TAGS[0].end
+        if draw(st.booleans()):
+            piece = piece[: draw(st.integers(0, len(piece)))]
+        parts.append(piece)
+    parts.append("".join(draw(st.lists(st.sampled_from(JSON_LIKE_PIECES), max_size=5))))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("triggers", [["<tool_call>"], None])  # None: the whole begin is the trigger
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=unique_outputs())
+def test_tag_bodies_hold_no_repeats_whatever_the_free_text_holds(compiler, triggers, text):
+    compiled = compiler.structural_tag(UNIQUE_TAGS, triggers=triggers, json_options=OPTIONS)
+    assert isinstance(compiled.automaton, DistinctItems)
+    expected = reference(text, tags=UNIQUE_TAGS, triggers=triggers or [UNIQUE_TAGS[0].begin])
+    assert _accepts(compiled, text) == expected, text
+
+
+@pytest.mark.parametrize("prefix", [
+    'He said "hi [{ <tool_call>{"name": "u", "arguments": {"tags": ["a", "b", "a',
+    'x"]} <tool_call>{"name": "u", "arguments": {"rows": [{"k": 1}, {"k": 1',
+    '<tool_call>{"name": "u", "arguments": {}}</tool_call> "[ <tool_call>{"name": "u", "arguments": {"tags": ["a", "a',
+])
+def test_masks_in_tag_bodies_leave_out_repeats(compiler, gpt2, prefix):
+    vocab = gpt2.vocab
+    compiled = compiler.structural_tag(UNIQUE_TAGS, triggers=["<tool_call>"])
+    m = Matcher(compiled)
+    assert m.accept_string(prefix)
+    allowed = {int(t) for t in np.flatnonzero(_mask(m, vocab.vocab_size))}
+
+    def advancing(automaton, state):
+        return {t for t in range(vocab.vocab_size)
+                if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
+
+    assert allowed == advancing(compiled.automaton, m.state)
+    assert advancing(compiled.automaton.automaton, m.state[0]) - allowed  # the grammar alone would repeat
+
+
+@pytest.mark.parametrize("tags", [
+    [Tag(begin="<u>", schema=UNIQUE, end="</u>")],  # the begin opens no container: the body's end is unknown
+    [Tag(begin="<u>[", schema=UNIQUE, end="]<u>")],  # the end holds the trigger
+    [UNIQUE_TAGS[0], Tag(begin="<tool_call>g", grammar=parse_gbnf('root ::= "[" '), end="")],  # a grammar body
+])
+def test_repeats_are_refused_where_tags_cannot_be_told_from_free_text(compiler, tags):
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        compiler.structural_tag(tags)
+
+
+def test_the_warm_cache_keeps_the_triggers(gpt2, tmp_path):
+    text = '"<tool_call>{"name": "u", "arguments": {"tags": ["a", "%s"]}}</tool_call>'
+    for _ in range(2):  # the second compile reads the grammar back
+        compiled = Compiler(gpt2.vocab, cache_dir=tmp_path, cache_size=0).structural_tag(UNIQUE_TAGS)
+        assert compiled.automaton.initial[1].free
+        assert _accepts(compiled, text % "b") and not _accepts(compiled, text % "a")

@@ -313,7 +313,8 @@ def grammar_to_json(grammar: Grammar) -> dict[str, Any]:
         name: [[[sym.pattern] if isinstance(sym, Lexeme) else sym.name for sym in alt] for alt in alts]
         for name, alts in grammar.rules.items()
     }
-    return {"start": grammar.start, "rules": rules, "trimmed": grammar.trimmed, "distinct_items": grammar.distinct_items}
+    return {"start": grammar.start, "rules": rules, "trimmed": grammar.trimmed,
+            "distinct_items": grammar.distinct_items, "free_text_triggers": list(grammar.free_text_triggers)}
 
 
 def grammar_from_json(data: dict[str, Any]) -> Grammar:
@@ -328,5 +329,8 @@ def grammar_from_json(data: dict[str, Any]) -> Grammar:
         raise ValueError(f"not a grammar symbol: {s!r}")
 
     rules = {name: tuple(tuple(symbol(s) for s in alt) for alt in alts) for name, alts in data["rules"].items()}
+    triggers = data.get("free_text_triggers", [])
+    if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
+        raise ValueError(f"not a list of triggers: {triggers!r}")
     return Grammar(rules, data["start"], trimmed=data.get("trimmed") is True,
-                   distinct_items=data.get("distinct_items") is True)
+                   distinct_items=data.get("distinct_items") is True, free_text_triggers=tuple(triggers))

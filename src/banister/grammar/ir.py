@@ -73,12 +73,15 @@ class Grammar:
     ``distinct_items``: lexemes whose patterns start with :data:`DISTINCT` follow no item (a string, an
     object) equal to one its array held before, nor a key equal to one its object held. Only a recognizer
     that tracks those values reads the grammar right (``banister.parser.distinct.DistinctItems``).
+    ``free_text_triggers`` (structural tags): that reader takes the text for free text up to each of
+    these triggers, and for JSON from there until the containers it opens close.
     """
 
     rules: Mapping[str, tuple[Alternative, ...]]
     start: str
     trimmed: bool = False
     distinct_items: bool = False
+    free_text_triggers: tuple[str, ...] = ()
     lexemes: tuple[Lexeme, ...] = field(init=False)
     size: int = field(init=False, repr=False, compare=False)
     """Symbols over all alternatives (each counts one more): the measure that grammar-size limits apply to."""
@@ -211,12 +214,14 @@ class GrammarBuilder:
         nonempty = self.rule(self.fresh("rep"), [(*body, tail)])
         return nonempty if min_count >= 1 else self.optional(nonempty)
 
-    def build(self, start: str | Ref) -> Grammar:
+    def build(self, start: str | Ref, *, distinct_items: bool = False,
+              free_text_triggers: tuple[str, ...] = ()) -> Grammar:
         start_name = start.name if isinstance(start, Ref) else start
         empty = [name for name, alts in self._rules.items() if not alts]
         if empty:
             raise GrammarError(f"rules declared but never defined: {', '.join(sorted(empty)[:5])}")
-        return Grammar({name: tuple(alts) for name, alts in self._rules.items()}, start_name)
+        return Grammar({name: tuple(alts) for name, alts in self._rules.items()}, start_name,
+                       distinct_items=distinct_items, free_text_triggers=free_text_triggers)
 
 
 Head = TypeVar("Head")

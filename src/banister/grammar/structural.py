@@ -23,7 +23,10 @@ automaton (``<tool_call>``: 20 states).
 Rules (checked, :class:`StructuralTagError` otherwise): at least one tag; triggers non-empty and
 distinct, and none occurs inside another (the shorter would always fire first, and "the first trigger
 in the text" is then unambiguous); every tag's begin starts with a trigger; no duplicate tags. A
-trigger that no tag begins with is allowed and simply never appears in the output. Free
+trigger that no tag begins with is allowed and simply never appears in the output. Repeats in
+JSON bodies (``uniqueItems``) are kept out by :class:`~banister.parser.distinct.DistinctItems` where
+it can tell the tags from the free text (:func:`~banister.parser.distinct.reads_tags`: every body is
+JSON, every begin opens a container that its end closes), and refused elsewhere. Free
 text is any valid UTF-8 text (every code point but the surrogates, newlines included): a token that
 is not valid UTF-8 on its own is allowed only where it continues or starts a character. Trigger
 detection restarts after each tag's end: text before a tag never combines with text after it.
@@ -38,6 +41,7 @@ from typing import Any
 
 from banister.errors import GrammarError
 from banister.grammar.ir import Grammar, GrammarBuilder, Ref, Symbol
+from banister.parser.distinct import reads_tags
 
 __all__ = ["StructuralTagError", "Tag", "free_text_regex", "structural_tag_grammar", "until_trigger_regex"]
 
@@ -106,8 +110,12 @@ def structural_tag_grammar(
             raise StructuralTagError(f"tag {i} begins with {tag.begin!r}, which starts with no trigger "
                                      f"(triggers: {trigger_list!r})")
         by_trigger[owners[0]].append((i, tag))  # unique: triggers never contain one another
+    # Repeats (uniqueItems) are kept out of JSON bodies where the reader of repeats can tell the tags
+    # from the free text around them (parser/distinct.py); elsewhere a body that needs it is refused.
+    tracked = all(tag.grammar is None for tag in tags) and reads_tags([(t.begin, t.end) for t in tags], trigger_list)
     b = GrammarBuilder()
     bodies: dict[str, Symbol] = {}
+    distinct = False
     segment_alts: list[tuple[Symbol, ...]] = []
     for trigger, owned in by_trigger.items():
         if not owned:
@@ -117,7 +125,9 @@ def structural_tag_grammar(
             body_key = tag.body_key()
             body = bodies.get(body_key)
             if body is None:
-                body = bodies[body_key] = _embed(b, _body_grammar(tag, options, i), f"tag{i}")
+                grammar = _body_grammar(tag, options, tracked)
+                distinct = distinct or grammar.distinct_items
+                body = bodies[body_key] = _embed(b, grammar, f"tag{i}")
             rest: list[Symbol] = [until]
             if len(tag.begin) > len(trigger):
                 rest.append(b.literal(tag.begin[len(trigger):]))
@@ -135,7 +145,7 @@ def structural_tag_grammar(
     else:
         segments = b.plus(segment) if at_least_one else b.star(segment)
         root = b.rule("structural", [(segments, b.optional(free))])
-    return b.build(root)
+    return b.build(root, distinct_items=distinct, free_text_triggers=tuple(trigger_list) if distinct else ())
 
 
 # -- arguments -------------------------------------------------------------------------------------------
@@ -192,7 +202,7 @@ def _check_triggers(triggers: Sequence[str], from_begins: bool) -> list[str]:
     return out
 
 
-def _body_grammar(tag: Tag, options: Mapping[str, Any], index: int) -> Grammar:
+def _body_grammar(tag: Tag, options: Mapping[str, Any], distinct_items: bool) -> Grammar:
     if tag.grammar is not None:
         return tag.grammar
     from banister.grammar.json_schema import json_grammar, json_schema_to_grammar
@@ -201,8 +211,7 @@ def _body_grammar(tag: Tag, options: Mapping[str, Any], index: int) -> Grammar:
         schema_only = ("strict", "draft", "unsupported_formats", "unknown_formats", "resources")
         json_only = {k: v for k, v in options.items() if k not in schema_only}
         return json_grammar(**json_only)
-    # (an embedded grammar is read by a plain recognizer: uniqueItems of strings is refused, not tracked)
-    return json_schema_to_grammar(tag.schema, **{**options, "distinct_items": False})
+    return json_schema_to_grammar(tag.schema, **{**options, "distinct_items": distinct_items})
 
 
 def _embed(b: GrammarBuilder, grammar: Grammar, prefix: str) -> Ref:

@@ -25,6 +25,7 @@ import json
 import re
 import weakref
 from decimal import Decimal
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -47,13 +48,16 @@ class Items(NamedTuple):
     """What the text says: ``frames``, the open containers, innermost last; ``raw``, the bytes of the
     string being written where it is an item or a key (None elsewhere); ``in_string`` and ``escaped``,
     where the text is in any string; ``text``, the bytes since the outermost open container that is an
-    array's item began (None when none is open)."""
+    array's item began (None when none is open); ``free``, whether the text is free text around
+    structural tags (not read as JSON), and ``tail``, its last bytes, which may begin a trigger."""
 
     frames: tuple[Frame, ...] = ()
     raw: bytes | None = None
     in_string: bool = False
     escaped: bool = False
     text: bytes | None = None
+    free: bool = False
+    tail: bytes = b""
 
 
 DistinctState = tuple[GrammarState, Items]
@@ -61,12 +65,14 @@ DistinctState = tuple[GrammarState, Items]
 
 class DistinctItems:
     """The token automaton of a ``distinct_items`` grammar (the TokenAutomaton interface): its states
-    are ``(grammar state, Items)``."""
+    are ``(grammar state, Items)``. With ``triggers`` (a grammar of structural tags whose tags
+    :func:`reads_tags` accepts) the text starts free and is read as JSON from each trigger on."""
 
-    def __init__(self, automaton: GrammarAutomaton) -> None:
+    def __init__(self, automaton: GrammarAutomaton, triggers: Sequence[str] = ()) -> None:
         self.automaton = automaton
         self.vocab = automaton.vocab
-        self.initial: DistinctState = (automaton.initial, Items())
+        self._triggers = tuple(t.encode("utf-8") for t in triggers)
+        self.initial: DistinctState = (automaton.initial, Items(free=bool(triggers)))
         self._closers = _closers(automaton.vocab)
         self._marked: tuple[int, frozenset[int]] = (-1, frozenset())
 
@@ -74,7 +80,7 @@ class DistinctItems:
 
     def advance(self, state: DistinctState, data: bytes) -> DistinctState | None:
         inner, items = state
-        items, repeats = _read(items, data)
+        items, repeats = _read(items, data, self._triggers)
         done = 0
         for end in repeats:  # the grammar advances to each repeated item's quote, refusing marked lexemes there
             found = self.automaton.advance(inner, data[done:end])
@@ -164,10 +170,12 @@ class DistinctItems:
                         if b.startswith(prefix):
                             candidates += closers.by_rest.get(b[len(prefix):], ())
         tokens = self.vocab.tokens
+        if items.free:  # in free text only a token that completes a trigger may go on to a repeat
+            candidates = [t for t in candidates if any(m in items.tail + tokens[t] for m in self._triggers)]
         n = row.shape[0]
         for t in candidates:
             word = t >> 5
-            if (word < n and row[word] >> (t & 31) & 1 and _read(items, tokens[t])[1]
+            if (word < n and row[word] >> (t & 31) & 1 and _read(items, tokens[t], self._triggers)[1]
                     and self.advance(state, tokens[t]) is None):
                 row[word] &= ~np.uint32(1 << (t & 31))
 
@@ -177,16 +185,66 @@ def grammar_automaton(grammar: Grammar, vocab: Vocabulary, *, max_states: int = 
     """The token automaton of ``grammar``: its ``GrammarAutomaton``, wrapped in :class:`DistinctItems`
     when the grammar is marked ``distinct_items``."""
     automaton = GrammarAutomaton(grammar, vocab, max_states=max_states)
-    return DistinctItems(automaton) if grammar.distinct_items else automaton
+    return DistinctItems(automaton, grammar.free_text_triggers) if grammar.distinct_items else automaton
 
 
-def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
+def reads_tags(tags: Iterable[tuple[str, str]], triggers: Sequence[str]) -> bool:
+    """Whether :class:`DistinctItems` with ``triggers`` reads structural tags right, each given as (its
+    begin, its end) around a JSON body: the begin, read as JSON from its trigger on, opens a container
+    outside any string, the end closes it (the text is free from there), and the rest of the end neither
+    holds a trigger nor ends in the start of one (the grammar looks for triggers afresh after a tag)."""
+    marks = tuple(t.encode("utf-8") for t in triggers)
+    for begin, end in tags:
+        items, _ = _read(Items(), begin.encode("utf-8"), marks)
+        if items.free or not items.frames or items.in_string:
+            return False
+        closing = end.encode("utf-8")
+        for k in range(len(closing)):
+            items, _ = _read(items, closing[k:k + 1], marks)
+            if items.free:
+                rest = closing[k + 1:]
+                break
+        else:
+            return False
+        if any(t in rest or any(rest.endswith(t[:j]) for j in range(1, len(t))) for t in marks):
+            return False
+    return True
+
+
+def _read(items: Items, data: bytes, triggers: tuple[bytes, ...] = ()) -> tuple[Items, list[int]]:
     """``items`` after the text ``data``, and where in ``data`` items close (just past their closing quote
-    or bracket) that repeat one their container has seen."""
-    frames, raw, in_string, escaped, text = items
-    repeats = []
-    written = 0  # data[written:] is yet to be appended to ``text`` (while a container item is open)
-    for i, b in enumerate(data):
+    or bracket) that repeat one their container has seen. With ``triggers`` (structural tags), free
+    text is skipped up to each trigger and read as JSON from there until the containers opened close."""
+    repeats: list[int] = []
+    at = 0
+    while at < len(data):
+        if items.free:
+            items, at = _skip_free_text(items, data, at, triggers)
+        else:
+            items, at = _read_json(items, data, at, repeats, bool(triggers))
+    return items, repeats
+
+
+def _skip_free_text(items: Items, data: bytes, at: int, triggers: tuple[bytes, ...]) -> tuple[Items, int]:
+    """Free text from ``data[at]`` on: where the first trigger ends (JSON is read from the trigger on, as
+    the start of a tag's begin), or the end of ``data`` (the tail that may begin a trigger is kept)."""
+    text = items.tail + data[at:]
+    ends = [(found + len(t), t) for t in triggers if (found := text.find(t)) >= 0]
+    if ends:
+        end, trigger = min(ends)
+        return _read_json(Items(), trigger, 0, [], True)[0], at + end - len(items.tail)
+    keep = max(map(len, triggers)) - 1
+    return Items(free=True, tail=text[len(text) - keep:] if keep else b""), len(data)
+
+
+def _read_json(items: Items, data: bytes, at: int, repeats: list[int], leave: bool) -> tuple[Items, int]:
+    """JSON text from ``data[at]`` on, adding to ``repeats`` where repeated items close: to the end of
+    ``data``, or (``leave``) to the bracket that closes the last open container, after which the text is
+    free."""
+    frames, raw, in_string, escaped, text = items.frames, items.raw, items.in_string, items.escaped, items.text
+    written = at  # data[written:] is yet to be appended to ``text`` (while a container item is open)
+    for i in range(at, len(data)):
+        b = data[i]
         if in_string:
             if escaped:
                 escaped = False
@@ -227,12 +285,14 @@ def _read(items: Items, data: bytes) -> tuple[Items, list[int]]:
                     frames = (*frames[:-1], (seen | {item, _HOLDS_CONTAINERS}, is_object, at_key, start))
                 if all(frame[3] is None for frame in frames):
                     text = None
+            if leave and not frames:
+                return Items(free=True), i + 1
         elif (b == 0x3A or b == 0x2C) and frames and frames[-1][1]:  # an object's ':' or ','
             seen, _, _, start = frames[-1]
             frames = (*frames[:-1], (seen, True, b == 0x2C, start))
     if text is not None:
         text += data[written:]
-    return Items(frames, raw, in_string, escaped, text), repeats
+    return Items(frames, raw, in_string, escaped, text), len(data)
 
 
 _HOLDS_CONTAINERS = object()
