@@ -14,9 +14,9 @@ on only with the others; a branch that allows the repeat keeps the text.
 Masks are the grammar's, less the tokens that would close a repeat: those are found by what the text
 before a token's quote decodes to (the rest of a string seen), or are among the few tokens that hold a
 whole string, close more than one, or hold a closing bracket where an open array holds a container
-item, and each is checked by advancing over it. The front end marks only items whose every prefix has endless
-completions (strings, objects open to other keys), so refusing a closing quote or bracket never leaves
-an item with no way to end.
+item, and each is checked by advancing over it. The front end marks only items whose every prefix has
+endless completions (strings, objects open to other keys), so refusing a closing quote or bracket never
+leaves an item with no way to end.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from decimal import Decimal
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import NamedTuple
 
 import numpy as np
