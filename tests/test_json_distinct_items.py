@@ -188,6 +188,7 @@ def test_only_schemas_that_count_repeats_track_strings(compiler):
     {"type": "object", "maxProperties": 3},
     {"type": "object", "propertyNames": {"enum": ["a", "b"]}},
     {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False},
 ])
 def test_items_that_can_run_out_of_completions_are_refused(compiler, items):
     with pytest.raises(SchemaError, match="uniqueItems"):
