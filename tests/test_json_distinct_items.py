@@ -144,14 +144,15 @@ def test_masks_are_the_tokens_that_advance(name, schema, prefix, repeats):
     m.fill_next_token_bitmask(bitmask)
     bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: vocab.vocab_size]
     allowed = {int(t) for t in np.flatnonzero(bits)}
-
-    def advancing(automaton, state):
-        return {t for t in range(vocab.vocab_size)
-                if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
-
-    assert allowed == advancing(automaton, m.state)
+    assert allowed == advancing(vocab, automaton, m.state)
     # the tokens the grammar alone allows that would repeat an item
-    assert bool(advancing(automaton.automaton, m.state[0]) - allowed) == repeats
+    assert bool(advancing(vocab, automaton.automaton, m.state[0]) - allowed) == repeats
+
+
+def advancing(vocab, automaton, state) -> set[int]:
+    """The tokens over which ``automaton`` advances from ``state`` (what a mask must allow)."""
+    return {t for t in range(vocab.vocab_size)
+            if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
 
 
 @settings(max_examples=100, deadline=None)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_json_distinct_items import advancing
 
 from banister import Compiler, Matcher, StructuralTagError, Tag, allocate_token_bitmask
 from banister.errors import GrammarError, SchemaError
@@ -429,13 +430,8 @@ def test_masks_in_tag_bodies_leave_out_repeats(compiler, gpt2, prefix):
     m = Matcher(compiled)
     assert m.accept_string(prefix)
     allowed = {int(t) for t in np.flatnonzero(_mask(m, vocab.vocab_size))}
-
-    def advancing(automaton, state):
-        return {t for t in range(vocab.vocab_size)
-                if vocab.is_matchable(t) and automaton.advance(state, vocab.tokens[t]) is not None}
-
-    assert allowed == advancing(compiled.automaton, m.state)
-    assert advancing(compiled.automaton.automaton, m.state[0]) - allowed  # the grammar alone would repeat
+    assert allowed == advancing(vocab, compiled.automaton, m.state)
+    assert advancing(vocab, compiled.automaton.automaton, m.state[0]) - allowed  # the grammar alone would repeat
 
 
 @pytest.mark.parametrize("tags", [

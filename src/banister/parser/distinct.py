@@ -122,8 +122,8 @@ class DistinctItems:
     # -- internals --------------------------------------------------------------------------------------
 
     def _refuse_marked(self, state: GrammarState) -> GrammarState | None:
-        """``state`` just after a repeated string item's closing quote: each hypothesis whose lexeme ends
-        there and whose parse would go on with marked lexemes goes on with its other lexemes only."""
+        """``state`` just after a repeated item's closing quote or bracket: each hypothesis whose lexeme
+        ends there and whose parse would go on with marked lexemes goes on with its other lexemes only."""
         auto = self.automaton
         out = set()
         for hyp in state:
@@ -133,8 +133,8 @@ class DistinctItems:
             if after is None or not marked:
                 out.add(hyp)
                 continue
-            # The hypothesis's lexeme (a JSON string) can't go on past its closing quote, so only the
-            # lexeme boundary is kept.
+            # The hypothesis's lexeme (a JSON string, or the punctuation ending in ``}`` or ``]``) can't go
+            # on past that byte, so only the lexeme boundary is kept.
             rest = after.expected - marked
             if rest:
                 ctx2 = auto.context_of(rest)
@@ -199,14 +199,9 @@ def reads_tags(tags: Iterable[tuple[str, str]], triggers: Sequence[str]) -> bool
         if items.free or not items.frames or items.in_string:
             return False
         closing = end.encode("utf-8")
-        for k in range(len(closing)):
-            items, _ = _read(items, closing[k:k + 1], marks)
-            if items.free:
-                rest = closing[k + 1:]
-                break
-        else:
-            return False
-        if any(t in rest or any(rest.endswith(t[:j]) for j in range(1, len(t))) for t in marks):
+        items, at = _read_json(items, closing, 0, [], True)
+        rest = closing[at:]
+        if not items.free or any(t in rest or any(rest.endswith(t[:j]) for j in range(1, len(t))) for t in marks):
             return False
     return True
 
@@ -326,10 +321,11 @@ class _TokenSet:
     _FEW = 32
 
     def __init__(self, tokens: list[int]) -> None:
-        self.ids = np.array(sorted(tokens), dtype=np.int64)
+        ordered = sorted(tokens)
+        self.ids = np.array(ordered, dtype=np.int64)
         self.words = self.ids >> 5
         self.bits = np.uint32(1) << (self.ids & 31).astype(np.uint32)
-        self.few = tuple((t, t >> 5, 1 << (t & 31)) for t in sorted(tokens)) if len(tokens) <= self._FEW else None
+        self.few = tuple((t, t >> 5, 1 << (t & 31)) for t in ordered) if len(ordered) <= self._FEW else None
 
     def allowed(self, row: np.ndarray) -> list[int]:
         n = row.shape[0]
